@@ -1,0 +1,91 @@
+"""Operator commands on the queue (SPEC §7.4): status, list, show, retry, cancel."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tick.errors import JobStateError
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+SHOW_COLUMNS = (
+    "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "run_at",
+    "locked_by", "locked_until", "result", "last_error", "dedupe_key", "created_at",
+    "updated_at", "started_at", "finished_at", "payload",
+)
+LIST_COLUMNS = (
+    "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "run_at",
+    "updated_at", "last_error",
+)
+
+
+def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """`{"by_state", "by_kind", "oldest_ready_age_s", "dead_letters"}` (SPEC §7.4)."""
+    by_state: dict[str, int] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    for kind, state, count in conn.execute(sql("status_counts")).fetchall():
+        by_state[state] = by_state.get(state, 0) + int(count)
+        by_kind.setdefault(kind, {})[state] = int(count)
+    row = conn.execute(sql("oldest_ready_age")).fetchone()
+    age = None if row is None or row[0] is None else round(float(row[0]), 3)
+    return {
+        "by_state": by_state,
+        "by_kind": by_kind,
+        "oldest_ready_age_s": age,
+        "dead_letters": by_state.get("FAILED", 0),
+    }
+
+
+def list_jobs(
+    conn: psycopg.Connection[Any],
+    *,
+    state: str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """Newest jobs first, narrowed by state, kind or queue."""
+    params = {"state": state, "kind": kind, "queue": queue, "limit": limit}
+    rows = conn.execute(sql("list_jobs"), params).fetchall()
+    return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]
+
+
+def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    """One job in full; a missing job is a `JobStateError`."""
+    row = conn.execute(sql("show_job"), {"id": job_id}).fetchone()
+    if row is None:
+        raise JobStateError(f"job {job_id} does not exist")
+    return dict(zip(SHOW_COLUMNS, row, strict=True))
+
+
+def _state_of(conn: psycopg.Connection[Any], job_id: int) -> str | None:
+    row = conn.execute(sql("job_state"), {"id": job_id}).fetchone()
+    return None if row is None else str(row[0])
+
+
+def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Cancel a PENDING or RUNNING job; a running holder's outcome is fenced out."""
+    if conn.execute(sql("cancel_job"), {"id": job_id}).fetchone() is None:
+        state = _state_of(conn, job_id)
+        if state is None:
+            raise JobStateError(f"job {job_id} does not exist")
+        raise JobStateError(f"job {job_id} is {state}; only PENDING or RUNNING jobs can be cancelled")
+
+
+def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Send a FAILED or CANCELLED job back to PENDING with a fresh attempt budget."""
+    from psycopg.errors import UniqueViolation
+
+    try:
+        revived = conn.execute(sql("retry_job"), {"id": job_id}).fetchone()
+    except UniqueViolation:
+        raise JobStateError(
+            f"job {job_id} cannot be retried: a live job holds its dedupe key"
+        ) from None
+    if revived is None:
+        state = _state_of(conn, job_id)
+        if state is None:
+            raise JobStateError(f"job {job_id} does not exist")
+        raise JobStateError(f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")

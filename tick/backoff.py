@@ -1,0 +1,55 @@
+"""Retry backoff (SPEC §5): exponential base, full jitter, per-slot xorshift32.
+
+With `a` attempts made before this claim, the base delay is
+`min(5 * 2**a, 300)` seconds; full jitter adds a uniform offset in
+`[0, base]`, so the delay lies in `[base, 2 * base]`. Each slot draws from its
+own xorshift32 generator seeded from its worker id, so the retries of a pool
+do not all fire on the same tick.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+BASE_SECS = 5
+CAP_SECS = 300
+_MASK = 0xFFFFFFFF
+
+
+def base_delay(attempts_before: int) -> float:
+    """The base delay after `attempts_before` earlier attempts."""
+    if attempts_before >= 6:  # 5 * 2**6 = 320 > 300; avoids huge powers
+        return float(CAP_SECS)
+    return float(min(BASE_SECS * 2 ** max(attempts_before, 0), CAP_SECS))
+
+
+def xorshift32(state: int) -> int:
+    """One step of Marsaglia's xorshift32 (13, 17, 5). `state` must be non-zero."""
+    state ^= (state << 13) & _MASK
+    state ^= state >> 17
+    state ^= (state << 5) & _MASK
+    return state & _MASK
+
+
+def seed_for(worker_id: str) -> int:
+    """A non-zero 32-bit seed derived from a slot's worker id."""
+    return zlib.crc32(worker_id.encode("utf-8")) or 0x9E3779B9
+
+
+class Jitter:
+    """A slot's jitter source: a xorshift32 stream seeded by its worker id."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, worker_id: str) -> None:
+        self._state = seed_for(worker_id)
+
+    def unit(self) -> float:
+        """The next draw, uniform in [0, 1]."""
+        self._state = xorshift32(self._state)
+        return self._state / _MASK
+
+    def delay(self, attempts_before: int) -> float:
+        """The retry delay in seconds, in `[base, 2 * base]`."""
+        base = base_delay(attempts_before)
+        return base + base * self.unit()

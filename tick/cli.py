@@ -1,0 +1,324 @@
+"""The `awc` command (SPEC §7.1, §7.4, §13).
+
+Exit codes (SPEC §3): 0 the command did its work (a tick whose jobs failed
+included), 1 a startup or runtime error, printed as one line `awc: <error>`,
+2 a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from tick.errors import AwcError
+from tick.settings import Settings, load_settings
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_json_default, sort_keys=True))
+
+
+def _connect(settings: Settings, *, migrate: bool = True) -> Any:
+    from tick.db import connect
+    from tick.startup import open_database
+
+    if migrate:
+        return open_database(settings)
+    return connect(settings.dsn(), prepare=settings.db_prepare)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="awc-worker", prog_name="awc")
+def cli() -> None:
+    """awc: run background jobs from a PostgreSQL queue in bounded ticks."""
+
+
+# -- running jobs ---------------------------------------------------------------
+
+
+def _install_stop_handlers(stop: threading.Event, wake: Any) -> None:
+    """SIGTERM/SIGINT: claim nothing more, let running jobs finish within the
+    stop grace, release the rest (SPEC §7.1)."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+        wake()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+@cli.command("tick")
+@click.option("--max-jobs", type=int, help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
+@click.option("--max-secs", type=int, help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
+@click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+@click.option("--kind", "kinds", multiple=True, help="Only claim this kind (repeatable).")
+@click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def tick_command(
+    max_jobs: int | None,
+    max_secs: int | None,
+    concurrency: int | None,
+    kinds: tuple[str, ...],
+    queues: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Run one tick: claim up to N jobs, run them, record outcomes, exit."""
+    from tick.drivers import run_cli_tick
+
+    settings = load_settings(
+        tick_max_jobs=max_jobs, tick_max_secs=max_secs, worker_concurrency=concurrency
+    )
+    stop = threading.Event()
+    report = run_cli_tick(
+        settings,
+        kinds=list(kinds),
+        queues=list(queues),
+        stop=stop,
+        on_engine=lambda engine: _install_stop_handlers(stop, engine.wake),
+    )
+    if as_json:
+        _echo_json(report.as_dict())
+    else:
+        click.echo(report.summary())
+
+
+# -- schema ---------------------------------------------------------------------
+
+
+@cli.command("migrate")
+def migrate_command() -> None:
+    """Apply pending migrations (under an advisory lock)."""
+    from tick.db import connect
+    from tick.migrate import migrate
+
+    settings = load_settings()
+    with connect(settings.dsn(), prepare=settings.db_prepare) as conn:
+        result = migrate(conn, "auto")
+    if result.applied:
+        names = ", ".join(f"{v:04d}" for v in result.applied)
+        click.echo(f"applied {names}; schema at {result.current:04d}")
+    else:
+        click.echo(f"schema up to date at {result.current:04d}")
+
+
+# -- producing ------------------------------------------------------------------
+
+
+def _parse_payload(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise click.BadParameter("is not valid JSON", param_hint="--payload") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--payload")
+    return value
+
+
+def _parse_run_at(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter("is not an ISO 8601 instant", param_hint="--run-at") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@cli.command("enqueue")
+@click.argument("kind")
+@click.option("--payload", default="{}", show_default=True, help="The job's payload, a JSON object.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--delay", type=click.FloatRange(min=0), help="Seconds before it may run.")
+@click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
+@click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
+@click.option("--queue", default="default", show_default=True)
+@click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
+def enqueue_command(
+    kind: str,
+    payload: str,
+    max_attempts: int,
+    delay: float | None,
+    run_at: str | None,
+    priority: int,
+    queue: str,
+    dedupe_key: str | None,
+) -> None:
+    """Enqueue a job of KIND and print its id."""
+    from tick.queue import enqueue
+
+    if not kind:
+        raise click.BadParameter("must not be empty", param_hint="KIND")
+    if delay is not None and run_at is not None:
+        raise click.UsageError("give --delay or --run-at, not both")
+    body = _parse_payload(payload)
+    when = _parse_run_at(run_at) if run_at else None
+    if delay is not None:
+        when = datetime.now(UTC) + timedelta(seconds=delay)
+    settings = load_settings()
+    with _connect(settings) as conn:
+        job_id = enqueue(
+            conn, kind, body, max_attempts=max_attempts, run_at=when,
+            priority=priority, queue=queue, dedupe_key=dedupe_key,
+        )
+    click.echo(job_id)
+
+
+# -- operating ------------------------------------------------------------------
+
+
+@cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_command(as_json: bool) -> None:
+    """Jobs by state and kind, the oldest ready job's age, dead letters."""
+    from tick.admin import status
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        data = status(conn)
+    if as_json:
+        _echo_json(data)
+        return
+    states = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in states))
+    age = data["oldest_ready_age_s"]
+    click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
+    click.echo(f"dead letters: {data['dead_letters']}")
+    for kind, counts in sorted(data["by_kind"].items()):
+        click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+
+
+@cli.group("jobs")
+def jobs_group() -> None:
+    """Inspect jobs."""
+
+
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        text = str(value).replace("\n", " ")
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    grid = [list(columns)] + [[cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        for line in grid
+    )
+
+
+@jobs_group.command("list")
+@click.option("--state", type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
+@click.option("--kind")
+@click.option("--queue")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+def jobs_list(
+    state: str | None, kind: str | None, queue: str | None, limit: int, as_json: bool
+) -> None:
+    """List jobs, newest first."""
+    from tick.admin import LIST_COLUMNS, list_jobs
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        rows = list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+    if as_json:
+        for row in rows:
+            _echo_json(row)
+    else:
+        click.echo(_table(rows, LIST_COLUMNS))
+
+
+@jobs_group.command("show")
+@click.argument("job_id", type=int)
+def jobs_show(job_id: int) -> None:
+    """Show one job in full (payload included), as JSON."""
+    from tick.admin import show_job
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        _echo_json(show_job(conn, job_id))
+
+
+@cli.command("retry")
+@click.argument("job_id", type=int)
+def retry_command(job_id: int) -> None:
+    """Send a FAILED or CANCELLED job back to PENDING with fresh attempts."""
+    from tick.admin import retry
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        retry(conn, job_id)
+    click.echo(f"job {job_id} is PENDING")
+
+
+@cli.command("cancel")
+@click.argument("job_id", type=int)
+def cancel_command(job_id: int) -> None:
+    """Cancel a PENDING or RUNNING job (a running handler's outcome is discarded)."""
+    from tick.admin import cancel
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        cancel(conn, job_id)
+    click.echo(f"job {job_id} is CANCELLED")
+
+
+@cli.command("prune")
+def prune_command() -> None:
+    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS, now."""
+    from tick.maintenance import prune
+
+    settings = load_settings()
+    total = 0
+    with _connect(settings) as conn:
+        while True:
+            deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30)
+            total += deleted
+            if deleted == 0:
+                break
+    click.echo(f"pruned {total} jobs")
+
+
+@cli.command("demo")
+@click.option("--dir", "directory", default="./awc-demo", show_default=True,
+              help="Where the embedded PostgreSQL and the file store live.")
+@click.option("--database-url", help="Use this PostgreSQL instead of an embedded one.")
+def demo_command(directory: str, database_url: str | None) -> None:
+    """Run awc end to end on an embedded PostgreSQL and a file:// store."""
+    from tick.demo import run_demo
+
+    run_demo(directory, database_url)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: one line and exit 1 for an expected error."""
+    try:
+        code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        click.echo("awc: aborted", err=True)
+        sys.exit(1)
+    except AwcError as error:
+        click.echo(f"awc: {error}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

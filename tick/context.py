@@ -1,0 +1,131 @@
+"""`JobContext`: what a running handler knows and may do (SPEC §6, §6.1)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+
+class JobCancelled(Exception):  # noqa: N818 - the name is the SPEC's
+    """Raised by `JobContext.check()` once the job should stop."""
+
+
+class LeaseLost(JobCancelled):
+    """The job is no longer this worker's: its lease was lost, it was cancelled,
+    or it was abandoned at its deadline. Nothing it writes will be recorded."""
+
+
+class JobContext:
+    """The running job's view of itself.
+
+    `deadline` is when the job must be done (its lease end, never past the
+    tick's deadline); `heartbeat()` extends the lease by a fenced write;
+    `cancelled` turns true at the deadline, on operator cancel, and at once
+    when the process is asked to stop. Cooperative handlers call `check()`
+    between units of work.
+    """
+
+    __slots__ = (
+        "_abandoned",
+        "_cancelled",
+        "_deadline",
+        "_extend",
+        "_lost",
+        "_stopping",
+        "attempts",
+        "job_id",
+        "kind",
+        "max_attempts",
+    )
+
+    def __init__(
+        self,
+        job_id: int,
+        kind: str,
+        attempts: int,
+        max_attempts: int,
+        deadline: float,
+        extend: Callable[[JobContext], float | None],
+    ) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.attempts = attempts
+        self.max_attempts = max_attempts
+        self._deadline = deadline  # time.monotonic() instant
+        self._extend = extend
+        self._cancelled = threading.Event()
+        self._stopping = False
+        self._lost = False
+        self._abandoned = False
+
+    @property
+    def deadline(self) -> datetime:
+        """The instant the job must be done by (UTC)."""
+        left = self._deadline - time.monotonic()
+        return datetime.now(UTC) + timedelta(seconds=left)
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (negative once past)."""
+        return self._deadline - time.monotonic()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job should stop: deadline, cancel, lost lease or shutdown."""
+        return self._cancelled.is_set() or time.monotonic() >= self._deadline
+
+    def check(self) -> None:
+        """Raise `JobCancelled` (or `LeaseLost`) once `cancelled` is true."""
+        if self._lost or self._abandoned:
+            raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
+        if self.cancelled:
+            raise JobCancelled(f"job {self.job_id} was asked to stop")
+
+    def heartbeat(self) -> None:
+        """Extend the lease by a fenced write; raise `LeaseLost` if it is gone."""
+        if self._lost or self._abandoned:
+            raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
+        new_deadline = self._extend(self)
+        if new_deadline is None:
+            self.mark_lost()
+            raise LeaseLost(f"job {self.job_id} lost its lease or was cancelled")
+        self._deadline = new_deadline
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when cancelled; True if cancelled."""
+        limit = min(seconds, max(self.remaining(), 0.0))
+        return self._cancelled.wait(limit) or self.cancelled
+
+    # The engine's side -------------------------------------------------------
+
+    def cancel(self, *, stopping: bool = False) -> None:
+        """Ask the handler to stop (engine use)."""
+        if stopping:
+            self._stopping = True
+        self._cancelled.set()
+
+    def mark_lost(self) -> None:
+        """The claim no longer holds the job (engine use)."""
+        self._lost = True
+        self._cancelled.set()
+
+    def abandon(self) -> None:
+        """The engine gave up on the handler; its later writes are refused."""
+        self._abandoned = True
+        self._cancelled.set()
+
+    @property
+    def abandoned(self) -> bool:
+        """True once the engine recorded this job's outcome without its handler."""
+        return self._abandoned
+
+    @property
+    def stopping(self) -> bool:
+        """True when cancellation came from a process stop."""
+        return self._stopping
+
+    @property
+    def monotonic_deadline(self) -> float:
+        """The deadline as a `time.monotonic()` instant (engine use)."""
+        return self._deadline

@@ -1,0 +1,590 @@
+"""The engine (SPEC §6, §6.2): claim, run and record, shared by every driver.
+
+One coordinator thread owns the database connection; handlers run on slot
+threads, one job per slot. The coordinator loops: record the outcomes that
+arrived, claim as many jobs as there are free slots, dispatch them, wait for
+the next outcome or deadline. Outcomes and the next claim travel in one
+pipelined round trip, so a busy engine pays about one round trip per batch,
+not per job. A slot that frees is refilled by the next claim: one slow job
+never holds back the others.
+
+Deadlines are the coordinator's, not the handler's: a job still running at
+its deadline is recorded as a fenced `Retry("deadline exceeded")` and its
+handler abandoned (Python cannot kill a thread); the context refuses its later
+writes and its slot gets a fresh thread. See docs/decisions/0002.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tick.backoff import Jitter
+from tick.context import JobCancelled, JobContext
+from tick.errors import DatabaseError
+from tick.maintenance import MaintenanceResult
+from tick.events import EventSink, JobEvent, NullEvents
+from tick.outcomes import (
+    Complete,
+    Fail,
+    Record,
+    Retry,
+    error_text,
+    exception_text,
+    outcome_error,
+)
+from tick.queue import ClaimedRow, ClaimRequest, Writes, lost_claims, round_trip
+from tick.registry import REGISTRY, Handler, Registry
+from tick.report import StopReason, TickReport
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Claim nothing when less than this is left before the deadline: a lease that
+# short cannot run a job, and the tick must return on time.
+MIN_CLAIM_SECS = 1.0
+# How often the claims of long-running jobs are checked for an operator cancel.
+FENCE_CHECK_SECS = 2.0
+# Longest the coordinator sleeps without looking at deadlines and stop.
+MAX_WAIT_SECS = 0.5
+DEADLINE_ERROR = error_text("DeadlineExceeded", "deadline exceeded")
+
+
+class Observer(Protocol):
+    """Receives what metrics need (SPEC §9); `tick.metrics` implements it."""
+
+    def claimed(self, kind: str, wait_s: float) -> None: ...
+
+    def processed(self, events: list[JobEvent]) -> None: ...
+
+
+class NullObserver:
+    """Records nothing."""
+
+    def claimed(self, kind: str, wait_s: float) -> None:
+        pass
+
+    def processed(self, events: list[JobEvent]) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What one run of the engine may do."""
+
+    max_jobs: int | None = None  # None: no limit
+    deadline: float | None = None  # time.monotonic() instant; None: none
+    concurrency: int = 4
+    lease_secs: float = 300
+    kinds: list[str] | None = None
+    queues: list[str] | None = None
+    stop_grace_secs: float = 30
+    # The loop keeps claiming after the queue drained (on a wake or poll)
+    # instead of ending the run.
+    continuous: bool = False
+    poll_interval_s: float = 1.0
+
+
+class _Run:
+    """One claimed job from claim to recorded outcome."""
+
+    __slots__ = ("ctx", "duration", "handler", "outcome", "row", "slot", "started")
+
+    def __init__(self, row: ClaimedRow, ctx: JobContext, handler: Handler, slot: _Slot) -> None:
+        self.row = row
+        self.ctx = ctx
+        self.handler = handler
+        self.slot = slot
+        self.started = 0.0
+        self.duration = 0.0
+        # (Record, detail, retry delay): detail is the result JSON or the error.
+        self.outcome: tuple[Record, str | None, float] | None = None
+
+
+@dataclass(slots=True)
+class _Heartbeat:
+    run: _Run
+    done: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None
+
+
+_WAKE = object()
+
+
+class _Slot:
+    """A concurrency slot: a name (worker id `-n`), a jitter stream, a thread."""
+
+    def __init__(self, name: str, jitter: Jitter, outbox: SimpleQueue[Any]) -> None:
+        self.name = name
+        self.jitter = jitter
+        self.inbox: SimpleQueue[_Run | None] = SimpleQueue()
+        self._outbox = outbox
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            run = self.inbox.get()
+            if run is None:
+                return
+            _execute(run, self.jitter)
+            if run.ctx.abandoned:
+                # The coordinator already recorded this job and gave the slot
+                # a new thread; this one ends with its late handler.
+                return
+            self._outbox.put(run)
+
+
+def _execute(run: _Run, jitter: Jitter) -> None:
+    """Run one handler to an outcome. Never raises."""
+    ctx = run.ctx
+    run.started = time.perf_counter()
+    if ctx.cancelled and ctx.stopping:
+        run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
+        return
+    handler = run.handler
+    try:
+        if handler.payload is not None:
+            from pydantic import ValidationError
+
+            try:
+                payload: Any = handler.payload.model_validate(run.row.payload)
+            except ValidationError as error:
+                run.outcome = (Record.FAIL, error_text("ValidationError", _brief(error)), 0.0)
+                return
+        else:
+            payload = run.row.payload
+        value = handler.fn(ctx, payload)
+    except JobCancelled as error:
+        if ctx.stopping and not ctx.abandoned:
+            record, detail = Record.RELEASE, None  # SPEC §6.1: released, refunded
+        elif ctx.remaining() <= 0:
+            record, detail = Record.RETRY, DEADLINE_ERROR
+        else:
+            record, detail = Record.RETRY, exception_text(error)
+    except Exception as error:
+        record, detail = Record.RETRY, exception_text(error)
+    else:
+        record, detail = _outcome_of(value)
+    run.duration = time.perf_counter() - run.started
+    delay = jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
+    run.outcome = (record, detail, delay)
+
+
+def _outcome_of(value: Any) -> tuple[Record, str | None]:
+    """SPEC §6.1: None or a JSON-able value is Complete; Complete, Retry and
+    Fail say so. A result that cannot be stored is a Fail: retrying the same
+    code would produce it again."""
+    if isinstance(value, Retry | Fail):
+        return (Record.RETRY if isinstance(value, Retry) else Record.FAIL, outcome_error(value))
+    result = value.result if isinstance(value, Complete) else value
+    if result is None:
+        return (Record.COMPLETE, None)
+    try:
+        text = json.dumps(result, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        return (Record.FAIL, error_text(type(error).__name__, f"result is not JSON: {error}"))
+    if "\\u0000" in text:  # jsonb refuses it; one bad row must not sink the batch
+        return (Record.FAIL, error_text("ValueError", "result contains a NUL character"))
+    return (Record.COMPLETE, text)
+
+
+def _brief(error: Any) -> str:
+    """A pydantic error without the input values (the payload stays private)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in item.get("loc", ())) or "payload"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid payload"
+
+
+class Engine:
+    """Claims, runs and records jobs over one connection; reusable across runs."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        worker_id: str = "awc-worker",
+        registry: Registry | None = None,
+        events: EventSink | None = None,
+        observer: Observer | None = None,
+        maintenance: Callable[[psycopg.Connection[Any]], MaintenanceResult] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.worker_id = worker_id
+        self.registry = registry or REGISTRY
+        self.events = events or NullEvents()
+        self.observer = observer or NullObserver()
+        self._maintenance = maintenance
+        self._outbox: SimpleQueue[Any] = SimpleQueue()
+        self._slots: dict[str, _Slot] = {}
+        self._jitters: dict[str, Jitter] = {}
+
+    # -- public ---------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Look for work now (a NOTIFY arrived, or a stop was requested)."""
+        self._outbox.put(_WAKE)
+
+    def run(self, spec: RunSpec, stop: threading.Event | None = None) -> TickReport:
+        """One bounded pass (SPEC §6): maintenance, then claim-run-record until
+        N jobs were claimed, the queue drained, the deadline came, or `stop`."""
+        return _Pass(self, spec, stop or threading.Event()).run()
+
+    # -- slots ----------------------------------------------------------------
+
+    def slot_name(self, n: int) -> str:
+        return f"{self.worker_id}-{n}"
+
+    def slot(self, name: str) -> _Slot:
+        """The live slot `name`, started on first use."""
+        slot = self._slots.get(name)
+        if slot is None:
+            jitter = self._jitters.setdefault(name, Jitter(name))
+            slot = _Slot(name, jitter, self._outbox)
+            self._slots[name] = slot
+        return slot
+
+    def replace_slot(self, name: str) -> None:
+        """Give slot `name` a new thread; the old one ends with its handler."""
+        old = self._slots.pop(name, None)
+        if old is not None:
+            old.inbox.put(None)
+
+
+class _Pass:
+    """The state of one `Engine.run`."""
+
+    def __init__(self, engine: Engine, spec: RunSpec, stop: threading.Event) -> None:
+        self.e = engine
+        self.spec = spec
+        self.stop = stop
+        self.report = TickReport()
+        self.free = [engine.slot_name(n) for n in range(spec.concurrency, 0, -1)]
+        self.running: dict[int, _Run] = {}
+        self.writes = Writes.empty()
+        self.written: dict[int, tuple[_Run, Record]] = {}
+        self.heartbeats: list[_Heartbeat] = []
+        self.claiming = True
+        self.idle_until = 0.0
+        self.stopping_since: float | None = None
+        self.cut_by_deadline = False
+        self.hit_max_jobs = False
+        self.next_expiry = math.inf
+        self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
+        leases = {k: float(v) for k, v in engine.registry.leases().items()}
+        self.leases_json = json.dumps(leases)
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self) -> TickReport:
+        began = time.monotonic()
+        try:
+            self._maintain()
+            while True:
+                now = time.monotonic()
+                if self.stop.is_set() and self.stopping_since is None:
+                    self._begin_stop(now)
+                if now >= self.next_expiry or self.stopping_since is not None:
+                    self._expire(now)
+                claim = self._claim_request(now)
+                if self.writes or claim is not None:
+                    self._round_trip(claim)
+                if now >= self.next_fence_check:
+                    self._check_fences(now)
+                if self.writes:
+                    continue  # outcomes recorded at the claim moment: flush them now
+                if not self.running and not self._may_claim_later():
+                    break
+                self._wait(now)
+        except DatabaseError:
+            self._abandon_all()
+            raise
+        self.report.stop_reason = self._stop_reason()
+        self.report.duration_s = time.monotonic() - began
+        return self.report
+
+    def _may_claim_later(self) -> bool:
+        return self.claiming and self.spec.continuous
+
+    def _stop_reason(self) -> StopReason:
+        if self.stopping_since is not None:
+            return "stopped"
+        if self.cut_by_deadline:
+            return "deadline"
+        if self.hit_max_jobs:
+            return "max_jobs"
+        return "drained"
+
+    def _wait(self, now: float) -> None:
+        horizon = now + MAX_WAIT_SECS
+        horizon = min(horizon, self.next_expiry)
+        if self.running:
+            horizon = min(horizon, self.next_fence_check)
+        if self.idle_until > now and self.claiming:
+            horizon = min(horizon, self.idle_until)
+        timeout = max(horizon - time.monotonic(), 0.0)
+        try:
+            message = self.e._outbox.get(timeout=timeout) if timeout > 0 else \
+                self.e._outbox.get_nowait()
+        except Empty:
+            return
+        self._accept(message)
+        while True:  # take everything that is already there
+            try:
+                message = self.e._outbox.get_nowait()
+            except Empty:
+                return
+            self._accept(message)
+
+    def _accept(self, message: Any) -> None:
+        if message is _WAKE:
+            self.idle_until = 0.0
+        elif isinstance(message, _Heartbeat):
+            self._queue_heartbeat(message)
+        else:
+            self._finished(message)
+
+    # -- maintenance ----------------------------------------------------------
+
+    def _maintain(self) -> None:
+        if self.e._maintenance is None:
+            return
+        try:
+            done = self.e._maintenance(self.e.conn)
+        except DatabaseError:
+            raise
+        except Exception as error:
+            raise _db_error(error, "maintenance") from None
+        self.report.rescued = done.rescued + done.rescued_failed
+        self.report.pruned = done.pruned
+
+    # -- claiming -------------------------------------------------------------
+
+    def _claim_request(self, now: float) -> ClaimRequest | None:
+        spec = self.spec
+        if not self.claiming or not self.free or self.stopping_since is not None:
+            return None
+        if now < self.idle_until:
+            return None
+        left = math.inf if spec.deadline is None else spec.deadline - now
+        if left < MIN_CLAIM_SECS:
+            self.claiming = False
+            self.cut_by_deadline = True
+            return None
+        want = len(self.free)
+        if spec.max_jobs is not None:
+            want = min(want, spec.max_jobs - self.report.claimed)
+            if want <= 0:
+                self.claiming = False
+                self.hit_max_jobs = True
+                return None
+        return ClaimRequest(
+            slots=self.free[-want:],
+            lease_secs=float(spec.lease_secs),
+            cap_secs=float(spec.lease_secs) if math.isinf(left) else left,
+            leases_json=self.leases_json,
+            kinds=spec.kinds,
+            queues=spec.queues,
+        )
+
+    def _round_trip(self, claim: ClaimRequest | None) -> None:
+        writes, self.writes = self.writes, Writes.empty()
+        written, self.written = self.written, {}
+        heartbeats, self.heartbeats = self.heartbeats, []
+        sent = time.monotonic()
+        try:
+            result = round_trip(self.e.conn, writes, claim)
+        except Exception as error:
+            for beat in heartbeats:
+                beat.done.set()
+            raise _db_error(error, "recording outcomes and claiming") from None
+        self._settle(written, result.recorded)
+        for beat in heartbeats:
+            secs = result.extended.get(beat.run.row.id)
+            beat.deadline = None if secs is None else sent + secs
+            beat.done.set()
+        if claim is not None:
+            self._dispatch(result.claimed, sent)
+            if len(result.claimed) < len(claim.slots):
+                # The queue has no more ready jobs (for this claimer, now).
+                if self.spec.continuous:
+                    self.idle_until = time.monotonic() + self.spec.poll_interval_s
+                else:
+                    self.claiming = False
+
+    def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
+        claimed_slots = {row.slot for row in rows}
+        self.free = [name for name in self.free if name not in claimed_slots]
+        self.report.claimed += len(rows)
+        for row in rows:
+            self.e.observer.claimed(row.kind, row.wait_s)
+            handler = self.e.registry.get(row.kind)
+            deadline = sent + row.lease_s
+            ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
+                             self._request_heartbeat)
+            slot = self.e.slot(row.slot)
+            if handler is None:
+                run = _Run(row, ctx, Handler(row.kind, _unknown_kind), slot)
+                run.outcome = (Record.FAIL, error_text(
+                    "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0)
+                self.running[row.id] = run
+                self._finished(run)
+                continue
+            run = _Run(row, ctx, handler, slot)
+            self.running[row.id] = run
+            self.next_expiry = min(self.next_expiry, deadline)
+            slot.inbox.put(run)
+
+    # -- outcomes -------------------------------------------------------------
+
+    def _finished(self, run: _Run) -> None:
+        if run.ctx.abandoned or run.row.id not in self.running:
+            return  # already recorded by the coordinator (deadline or stop)
+        del self.running[run.row.id]
+        self.free.append(run.slot.name)
+        assert run.outcome is not None
+        self._write(run, *run.outcome)
+
+    def _write(self, run: _Run, record: Record, detail: str | None, delay: float) -> None:
+        row = run.row
+        if record is Record.COMPLETE:
+            self.writes.complete.append((row.id, row.token, detail))
+        elif record is Record.RETRY:
+            assert detail is not None
+            self.writes.retry.append((row.id, row.token, detail, delay))
+        elif record is Record.FAIL:
+            assert detail is not None
+            self.writes.fail.append((row.id, row.token, detail))
+        else:
+            self.writes.release.append((row.id, row.token))
+        self.written[row.id] = (run, record)
+
+    def _settle(self, written: dict[int, tuple[_Run, Record]],
+                recorded: dict[int, tuple[Record, str]]) -> None:
+        if not written:
+            return
+        lost: dict[int, str] = {}
+        missing = [(job_id, run.row.token) for job_id, (run, _) in written.items()
+                   if job_id not in recorded]
+        if missing:
+            try:
+                lost = lost_claims(self.e.conn, missing)
+            except Exception as error:
+                raise _db_error(error, "reading fenced-out jobs") from None
+        report = self.report
+        now = time.perf_counter()
+        events = []
+        for job_id, (run, record) in written.items():
+            hit = recorded.get(job_id)
+            if hit is None:
+                outcome = "cancelled" if lost.get(job_id) == "CANCELLED" else "discarded"
+                state = lost.get(job_id, "RUNNING")
+            else:
+                state = hit[1]
+                outcome = _outcome_label(record, state)
+            report.count(outcome)
+            events.append(JobEvent(job_id, run.row.kind, outcome, state, run.row.attempts,
+                                   run.duration, run.row.wait_s + (now - run.started)))
+        self.e.events.jobs(events)
+        self.e.observer.processed(events)
+
+    # -- deadlines, stop, heartbeats ------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        grace_over = (self.stopping_since is not None
+                      and now >= self.stopping_since + self.spec.stop_grace_secs)
+        soonest = math.inf
+        for run in list(self.running.values()):
+            if grace_over:
+                self._abandon(run, Record.RELEASE, None, 0.0)
+            elif run.ctx.monotonic_deadline <= now:
+                delay = run.slot.jitter.delay(run.row.attempts - 1)
+                self._abandon(run, Record.RETRY, DEADLINE_ERROR, delay)
+                if self.spec.deadline is not None:
+                    self.cut_by_deadline = True
+            else:
+                soonest = min(soonest, run.ctx.monotonic_deadline)
+        self.next_expiry = soonest
+
+    def _abandon(self, run: _Run, record: Record, detail: str | None, delay: float) -> None:
+        run.ctx.abandon()
+        del self.running[run.row.id]
+        self.e.replace_slot(run.slot.name)
+        self.free.append(run.slot.name)
+        self._write(run, record, detail, delay)
+
+    def _abandon_all(self) -> None:
+        for run in list(self.running.values()):
+            run.ctx.abandon()
+            self.e.replace_slot(run.slot.name)
+        self.running.clear()
+
+    def _begin_stop(self, now: float) -> None:
+        self.stopping_since = now
+        self.claiming = False
+        for run in self.running.values():
+            run.ctx.cancel(stopping=True)
+
+    def _request_heartbeat(self, ctx: JobContext) -> float | None:
+        run = self.running.get(ctx.job_id)
+        if run is None or run.ctx is not ctx:
+            return None
+        beat = _Heartbeat(run)
+        self.e._outbox.put(beat)
+        if not beat.done.wait(timeout=30):
+            return None
+        return beat.deadline
+
+    def _queue_heartbeat(self, beat: _Heartbeat) -> None:
+        run = beat.run
+        if run.ctx.abandoned or run.row.id not in self.running:
+            beat.done.set()
+            return
+        lease = run.handler.lease_secs or self.spec.lease_secs
+        if self.spec.deadline is not None:
+            lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
+        self.writes.extend.append((run.row.id, run.row.token, float(lease)))
+        self.heartbeats.append(beat)
+
+    def _check_fences(self, now: float) -> None:
+        self.next_fence_check = now + FENCE_CHECK_SECS
+        old = [(job_id, run.row.token) for job_id, run in self.running.items()
+               if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
+        if not old:
+            return
+        try:
+            lost = lost_claims(self.e.conn, old)
+        except Exception as error:
+            raise _db_error(error, "checking claims") from None
+        for job_id in lost:
+            run = self.running.get(job_id)
+            if run is not None:
+                run.ctx.mark_lost()
+
+
+def _outcome_label(record: Record, state: str) -> str:
+    if record is Record.RELEASE:
+        return "other"
+    if state == "FAILED":
+        return "failed"
+    if state == "PENDING":
+        return "retried"
+    return "completed"
+
+
+def _unknown_kind(ctx: JobContext, payload: Any) -> None:
+    raise AssertionError("never called: unknown kinds are failed before dispatch")
+
+
+def _db_error(error: BaseException, doing: str) -> DatabaseError:
+    from tick.db import database_error
+
+    return database_error(error, None, doing)

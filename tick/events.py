@@ -1,0 +1,101 @@
+"""Structured events (SPEC §9): one line per processed job, and log lines.
+
+An event carries `ts`, `level`, `event` (`job_<id>`), `kind`, `outcome`,
+`state`, `attempts` and `duration_ms`, and never a payload or error text.
+Lines of one flush are written with a single call, since a busy tick emits
+tens of thousands a second.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+LEVELS = {
+    "completed": "info",
+    "retried": "warning",
+    "discarded": "warning",
+    "failed": "error",
+    "cancelled": "error",
+    "other": "info",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One processed job, as events and metrics see it."""
+
+    job_id: int
+    kind: str
+    outcome: str
+    state: str
+    attempts: int
+    duration_s: float
+    lag_s: float
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+class EventSink(Protocol):
+    """Where job events and log lines go."""
+
+    def jobs(self, events: Iterable[JobEvent]) -> None: ...
+
+    def log(self, level: str, event: str, **fields: Any) -> None: ...
+
+
+class StreamEvents:
+    """Events as JSON lines (or `key=value` text) on a stream, stderr by default."""
+
+    def __init__(self, fmt: str = "json", stream: TextIO | None = None) -> None:
+        self._json = fmt == "json"
+        self._stream = stream
+
+    def _write(self, text: str) -> None:
+        stream = self._stream or sys.stderr
+        stream.write(text)
+        stream.flush()
+
+    def _line(self, record: dict[str, Any]) -> str:
+        if self._json:
+            return json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        head = f"{record.pop('ts')} {record.pop('level'):7} {record.pop('event')}"
+        rest = " ".join(f"{k}={v}" for k, v in record.items())
+        return f"{head} {rest}\n"
+
+    def jobs(self, events: Iterable[JobEvent]) -> None:
+        ts = _iso(time.time())
+        lines = [
+            self._line({
+                "ts": ts,
+                "level": LEVELS.get(e.outcome, "info"),
+                "event": f"job_{e.job_id}",
+                "kind": e.kind,
+                "outcome": e.outcome,
+                "state": e.state,
+                "attempts": e.attempts,
+                "duration_ms": round(e.duration_s * 1000, 3),
+            })
+            for e in events
+        ]
+        if lines:
+            self._write("".join(lines))
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **fields}))
+
+
+class NullEvents:
+    """Discards everything (benchmarks of the engine alone, and tests)."""
+
+    def jobs(self, events: Iterable[JobEvent]) -> None:
+        pass
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        pass

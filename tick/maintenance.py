@@ -1,0 +1,101 @@
+"""Maintenance (SPEC §7.3): rescue expired leases and prune finished jobs.
+
+Each step is bounded (a LIMIT per call) and runs in its own transaction under
+`pg_try_advisory_xact_lock`, so concurrent ticks skip a step another process
+is running instead of queueing behind it. Neither step depends on which
+handlers this process registered.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Advisory lock keys, one per step ('awc' 'res' / 'awc' 'pru' in ASCII).
+RESCUE_LOCK_KEY = 0x617763_726573
+PRUNE_LOCK_KEY = 0x617763_707275
+
+RESCUE_LIMIT = 1000
+PRUNE_BATCH = 5000
+PRUNE_MAX_BATCHES = 20
+PRUNE_EVERY_SECS = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceResult:
+    """What one maintenance pass did."""
+
+    rescued: int = 0
+    rescued_failed: int = 0
+    pruned: int = 0
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
+    row = conn.execute(sql("try_lock"), {"key": key}).fetchone()
+    return bool(row and row[0])
+
+
+def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[int, int]:
+    """Return expired RUNNING jobs to PENDING (or FAILED when spent).
+
+    Returns (rescued to PENDING, moved to FAILED); (0, 0) when another process
+    holds the rescue lock.
+    """
+    with conn.transaction():
+        if not _try_lock(conn, RESCUE_LOCK_KEY):
+            return 0, 0
+        rows = conn.execute(sql("rescue_jobs"), {"limit": limit}).fetchall()
+    failed = sum(1 for _, state in rows if state == "FAILED")
+    return len(rows) - failed, failed
+
+
+def prune(
+    conn: psycopg.Connection[Any],
+    after_secs: float,
+    *,
+    force: bool = False,
+    budget_secs: float = 5.0,
+) -> int:
+    """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago.
+
+    Runs at most once an hour across all processes (the mark in
+    `awc.maintenance`), unless `force` (the operator's `awc prune`). A pass is
+    bounded by batches and `budget_secs`; a pass cut short leaves the mark
+    alone, so the next tick carries on where it stopped.
+    """
+    started = time.monotonic()
+    deleted = 0
+    with conn.transaction():
+        if not _try_lock(conn, PRUNE_LOCK_KEY):
+            return 0
+        if not force:
+            due = conn.execute(sql("prune_due"), {"every_secs": PRUNE_EVERY_SECS}).fetchone()
+            if not due or not due[0]:
+                return 0
+        finished = False
+        for _ in range(PRUNE_MAX_BATCHES):
+            cur = conn.execute(sql("prune_jobs"), {"after_secs": after_secs, "limit": PRUNE_BATCH})
+            deleted += cur.rowcount
+            if cur.rowcount < PRUNE_BATCH:
+                finished = True
+                break
+            if time.monotonic() - started > budget_secs:
+                break
+        if finished:
+            conn.execute(sql("prune_done"))
+    return deleted
+
+
+def run_maintenance(
+    conn: psycopg.Connection[Any], prune_after_secs: float, *, prune_budget_secs: float = 5.0
+) -> MaintenanceResult:
+    """One bounded pass: rescue, then prune when due."""
+    rescued, rescued_failed = rescue(conn)
+    pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs)
+    return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned)

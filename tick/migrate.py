@@ -1,0 +1,129 @@
+"""The migrations runner (SPEC §3).
+
+Migrations are the numbered files `migrations/NNNN_name.sql`, shipped in the
+wheel as `tick.migrations`. They run under an advisory lock, so any number of
+processes may start at once; each applied file is recorded in
+`awc.schema_migrations` with the SHA-256 of its bytes. A database that has a
+migration this awc does not ship (a newer schema), or whose recorded checksum
+differs from the shipped file, is refused before any job is claimed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+from tick.errors import MigrationError
+
+if TYPE_CHECKING:
+    import psycopg
+
+# pg_advisory_xact_lock key for migrations: 'awc' 'mig' in ASCII.
+MIGRATION_LOCK_KEY = 0x617763_6D6967
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_CREATE_LEDGER = """
+CREATE SCHEMA IF NOT EXISTS awc;
+CREATE TABLE IF NOT EXISTS awc.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One shipped migration file."""
+
+    version: int
+    name: str
+    sql: str
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationResult:
+    """What `migrate` found and did."""
+
+    applied: tuple[int, ...]
+    current: int
+
+
+def shipped() -> list[Migration]:
+    """Every migration this awc ships, in version order."""
+    found = []
+    for entry in resources.files("tick.migrations").iterdir():
+        match = _NAME.match(entry.name)
+        if not match:
+            continue
+        data = entry.read_bytes()
+        found.append(
+            Migration(
+                version=int(match.group(1)),
+                name=match.group(2),
+                sql=data.decode("utf-8"),
+                checksum=hashlib.sha256(data).hexdigest(),
+            )
+        )
+    found.sort(key=lambda m: m.version)
+    return found
+
+
+def _applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
+    exists = conn.execute("SELECT to_regclass('awc.schema_migrations') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return {}
+    rows = conn.execute("SELECT version, checksum FROM awc.schema_migrations").fetchall()
+    return {int(version): str(checksum) for version, checksum in rows}
+
+
+def _verify(applied: dict[int, str], known: list[Migration]) -> None:
+    by_version = {m.version: m for m in known}
+    newer = sorted(v for v in applied if v not in by_version)
+    if newer:
+        raise MigrationError(
+            f"the database schema is newer than this awc (it has migration {newer[-1]:04d}, "
+            f"this awc ships up to {known[-1].version:04d}); upgrade awc"
+        )
+    for version, checksum in sorted(applied.items()):
+        if by_version[version].checksum != checksum:
+            raise MigrationError(
+                f"migration {version:04d}_{by_version[version].name} was changed after it "
+                "was applied (checksum differs); refusing to run"
+            )
+
+
+def migrate(
+    conn: psycopg.Connection[Any], mode: Literal["auto", "check"] = "auto"
+) -> MigrationResult:
+    """Bring the schema up to date (`auto`) or refuse if anything is pending (`check`).
+
+    `conn` is an autocommit connection; the whole run is one transaction, so a
+    migration that fails leaves nothing half-applied.
+    """
+    known = shipped()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        applied = _applied(conn)
+        _verify(applied, known)
+        pending = [m for m in known if m.version not in applied]
+        if pending and mode == "check":
+            names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+            raise MigrationError(
+                f"pending migrations ({names}) and AWC_MIGRATE=check; run `awc migrate`"
+            )
+        if pending:
+            conn.execute(_CREATE_LEDGER)
+        for migration in pending:
+            conn.execute(migration.sql.encode("utf-8"))  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO awc.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                (migration.version, migration.name, migration.checksum),
+            )
+    current = known[-1].version if known else 0
+    return MigrationResult(applied=tuple(m.version for m in pending), current=current)

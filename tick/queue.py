@@ -1,0 +1,250 @@
+"""The queue's statements (SPEC §4): enqueue for producers, claim and the
+fenced writes for the engine.
+
+Each operation is one named statement (`tick/sql/`). The engine's writes are
+batched: one statement records every outcome of a kind in a flush, and a flush
+travels with the next claim in one pipelined round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tick.outcomes import Record
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+ENQUEUE_FIELDS = frozenset(
+    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key"}
+)
+
+
+def _payload_json(payload: Mapping[str, Any] | None) -> str:
+    return json.dumps({} if payload is None else dict(payload), allow_nan=False)
+
+
+def enqueue(
+    conn: psycopg.Connection[Any],
+    kind: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    max_attempts: int = 5,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    queue: str = "default",
+    dedupe_key: str | None = None,
+) -> int:
+    """Enqueue one job and return its id (SPEC §4.3).
+
+    Does not commit: the enqueue joins the caller's transaction. With a
+    `dedupe_key` held by a PENDING or RUNNING job, nothing is inserted and that
+    job's id is returned.
+    """
+    params = {
+        "kind": kind,
+        "payload": _payload_json(payload),
+        "max_attempts": max_attempts,
+        "run_at": run_at,
+        "priority": priority,
+        "queue": queue,
+        "dedupe_key": dedupe_key,
+    }
+    # The live holder of a dedupe key may commit after this statement's
+    # snapshot was taken: the insert then conflicts yet the lookup sees
+    # nothing. Asking again sees it (or inserts, if it finished meanwhile).
+    for _ in range(5):
+        row = conn.execute(sql("enqueue_job"), params).fetchone()
+        if row is not None:
+            return int(row[0])
+    raise RuntimeError(f"enqueue of kind {kind!r} did not settle under dedupe contention")
+
+
+def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+    """Enqueue many jobs in one round trip; ids in input order (SPEC §4.3).
+
+    Each job is a mapping with `enqueue`'s parameter names, `kind` required.
+    Does not commit. A job whose dedupe key is live gets the live job's id.
+    """
+    batch = list(jobs)
+    if not batch:
+        return []
+    columns: dict[str, list[Any]] = {
+        "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
+        "priorities": [], "queues": [], "dedupe_keys": [],
+    }
+    for job in batch:
+        unknown = set(job) - ENQUEUE_FIELDS
+        if unknown:
+            raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
+        if "kind" not in job:
+            raise TypeError("enqueue_many: every job needs a 'kind'")
+        columns["kinds"].append(job["kind"])
+        columns["payloads"].append(_payload_json(job.get("payload")))
+        columns["max_attempts"].append(job.get("max_attempts", 5))
+        columns["run_ats"].append(job.get("run_at"))
+        columns["priorities"].append(job.get("priority", 0))
+        columns["queues"].append(job.get("queue", "default"))
+        columns["dedupe_keys"].append(job.get("dedupe_key"))
+    rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
+    return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
+
+
+def _ids_in_input_order(
+    conn: psycopg.Connection[Any],
+    keys: Sequence[str | None],
+    rows: Sequence[tuple[Any, ...]],
+) -> list[int]:
+    # Rows were inserted in input order, so ascending ids follow the inserted
+    # inputs; an input with a key is inserted only if it is the first of the
+    # batch to carry that key and the returned row carries it.
+    inserted = sorted((int(r[0]), r[1]) for r in rows)
+    ids: list[int | None] = []
+    seen: set[str] = set()
+    at = 0
+    for key in keys:
+        if key is None or (key not in seen and at < len(inserted) and inserted[at][1] == key):
+            ids.append(inserted[at][0])
+            at += 1
+        else:
+            ids.append(None)
+        if key is not None:
+            seen.add(key)
+    missing = [k for k, i in zip(keys, ids, strict=True) if i is None and k is not None]
+    if missing:
+        live = dict(conn.execute(sql("live_dedupe_ids"), {"keys": missing}).fetchall())
+        ids = [i if i is not None else live.get(k) for k, i in zip(keys, ids, strict=True)]
+    if any(i is None for i in ids):
+        raise RuntimeError("enqueue_many: a deduplicated job finished before its id was read")
+    return [int(i) for i in ids if i is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRow:
+    """One claimed job as the claim statement returns it."""
+
+    id: int
+    kind: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    token: str
+    slot: str
+    lease_s: float
+    wait_s: float
+
+
+@dataclass(slots=True)
+class Writes:
+    """One flush of fenced writes, grouped by statement."""
+
+    complete: list[tuple[int, str, str | None]]
+    retry: list[tuple[int, str, str, float]]
+    fail: list[tuple[int, str, str]]
+    release: list[tuple[int, str]]
+    extend: list[tuple[int, str, float]]
+
+    @classmethod
+    def empty(cls) -> Writes:
+        return cls([], [], [], [], [])
+
+    def __bool__(self) -> bool:
+        return bool(self.complete or self.retry or self.fail or self.release or self.extend)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A claim: the free slots to fill and the lease rules."""
+
+    slots: list[str]
+    lease_secs: float
+    cap_secs: float
+    leases_json: str
+    kinds: list[str] | None
+    queues: list[str] | None
+
+
+@dataclass(slots=True)
+class RoundTrip:
+    """What one pipelined round trip returned."""
+
+    recorded: dict[int, tuple[Record, str]]
+    extended: dict[int, float]
+    claimed: list[ClaimedRow]
+
+
+def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def round_trip(
+    conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None
+) -> RoundTrip:
+    """Record a flush of outcomes and claim the next batch in one round trip.
+
+    The statements are pipelined: the server runs them back to back and the
+    client waits once. Every write is fenced on (id, claim_token, RUNNING).
+    """
+    pending: list[tuple[Record | None, psycopg.Cursor[Any]]] = []
+    extend_cur = None
+    claim_cur = None
+    with conn.pipeline():
+        if writes.complete:
+            ids, tokens, results = _unzip(writes.complete, 3)
+            pending.append((Record.COMPLETE, conn.execute(
+                sql("complete_jobs"), {"ids": ids, "tokens": tokens, "results": results})))
+        if writes.retry:
+            ids, tokens, errors, delays = _unzip(writes.retry, 4)
+            pending.append((Record.RETRY, conn.execute(
+                sql("retry_jobs"),
+                {"ids": ids, "tokens": tokens, "errors": errors, "delays": delays})))
+        if writes.fail:
+            ids, tokens, errors = _unzip(writes.fail, 3)
+            pending.append((Record.FAIL, conn.execute(
+                sql("fail_jobs"), {"ids": ids, "tokens": tokens, "errors": errors})))
+        if writes.release:
+            ids, tokens = _unzip(writes.release, 2)
+            pending.append((Record.RELEASE, conn.execute(
+                sql("release_jobs"), {"ids": ids, "tokens": tokens})))
+        if writes.extend:
+            ids, tokens, secs = _unzip(writes.extend, 3)
+            extend_cur = conn.execute(
+                sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
+        if claim is not None and claim.slots:
+            claim_cur = conn.execute(
+                sql("claim_jobs_in_queues" if claim.queues else "claim_jobs"),
+                {
+                    "slots": claim.slots,
+                    "lease": claim.lease_secs,
+                    "cap": claim.cap_secs,
+                    "leases": claim.leases_json,
+                    "kinds": claim.kinds,
+                    "queues": claim.queues,
+                },
+            )
+    recorded: dict[int, tuple[Record, str]] = {}
+    for record, cur in pending:
+        for job_id, state in cur.fetchall():
+            recorded[job_id] = (record, state)  # type: ignore[index]
+    extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
+    claimed = [ClaimedRow(*row) for row in claim_cur.fetchall()] if claim_cur is not None else []
+    return RoundTrip(recorded, extended, claimed)
+
+
+def lost_claims(
+    conn: psycopg.Connection[Any], claims: Sequence[tuple[int, str]]
+) -> dict[int, str]:
+    """Of these (id, token) claims, those that no longer hold their job, with
+    the job's state now (`CANCELLED` when an operator cancelled it)."""
+    if not claims:
+        return {}
+    ids, tokens = _unzip(claims, 2)
+    rows = conn.execute(sql("lost_claims"), {"ids": ids, "tokens": tokens}).fetchall()
+    return {int(job_id): str(state) for job_id, state in rows}

@@ -1,0 +1,91 @@
+"""The handler registry (SPEC §6.1): `@handler(kind, payload=..., lease_secs=...)`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tick.errors import HandlerImportError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from tick.context import JobContext
+
+HandlerFn = Callable[["JobContext", Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """A registered kind: its function, payload model and own lease."""
+
+    kind: str
+    fn: HandlerFn
+    payload: type[BaseModel] | None = None
+    lease_secs: int | None = None
+
+
+class Registry:
+    """Kinds to handlers. The engine looks kinds up here, once per claimed job."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def add(self, entry: Handler) -> None:
+        """Register `entry`; re-registering a kind replaces the earlier handler."""
+        self._handlers[entry.kind] = entry
+
+    def get(self, kind: str) -> Handler | None:
+        """The handler for `kind`, or None for an unknown kind."""
+        return self._handlers.get(kind)
+
+    def kinds(self) -> list[str]:
+        """Registered kinds, sorted."""
+        return sorted(self._handlers)
+
+    def leases(self) -> dict[str, int]:
+        """Kinds that declare their own lease, with its length in seconds."""
+        return {k: h.lease_secs for k, h in self._handlers.items() if h.lease_secs}
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._handlers
+
+
+REGISTRY = Registry()
+
+
+def handler(
+    kind: str,
+    *,
+    payload: type[BaseModel] | None = None,
+    lease_secs: int | None = None,
+    registry: Registry | None = None,
+) -> Callable[[HandlerFn], HandlerFn]:
+    """Register `fn(ctx, payload)` as the handler of `kind`.
+
+    With a pydantic `payload` model, a payload that does not validate is a
+    `Fail` before the function runs; without one the function gets the dict.
+    """
+    if not kind:
+        raise ValueError("a handler kind must not be empty")
+    if lease_secs is not None and lease_secs < 1:
+        raise ValueError("lease_secs must be at least 1")
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        (registry or REGISTRY).add(Handler(kind, fn, payload, lease_secs))
+        return fn
+
+    return register
+
+
+def import_handler_modules(names: Iterable[str]) -> None:
+    """Import `AWC_HANDLER_MODULES` so their `@handler`s register (SPEC §6.1)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as error:
+            raise HandlerImportError(
+                f"AWC_HANDLER_MODULES: cannot import {name!r}: {type(error).__name__}: {error}"
+            ) from None

@@ -1,0 +1,58 @@
+"""`TickReport` (SPEC §6): what one tick did, with exactly the spec's keys."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+StopReason = Literal["drained", "max_jobs", "deadline", "stopped"]
+
+# Outcome label -> report field; `other` is a release (attempt refunded).
+_FIELD_OF = {
+    "completed": "completed",
+    "retried": "retried",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "discarded": "discarded",
+    "other": "released",
+}
+
+
+@dataclass(slots=True)
+class TickReport:
+    """Counts of one tick. Jobs are counted by the state their outcome left
+    them in: a Retry at max_attempts is `failed`; an outcome dropped because
+    the job was cancelled is `cancelled`, one dropped because it was rescued or
+    re-claimed is `discarded`."""
+
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    released: int = 0
+    discarded: int = 0
+    rescued: int = 0
+    pruned: int = 0
+    stop_reason: StopReason = "drained"
+    duration_s: float = 0.0
+
+    def count(self, outcome: str) -> None:
+        """Count one processed job under its outcome label (SPEC §9)."""
+        field = _FIELD_OF.get(outcome, "released")
+        setattr(self, field, getattr(self, field) + 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as the keys of `awc tick --json` and the Lambda's return."""
+        data = asdict(self)
+        data["duration_s"] = round(self.duration_s, 6)
+        return data
+
+    def summary(self) -> str:
+        """One human line."""
+        return (
+            f"claimed={self.claimed} completed={self.completed} retried={self.retried} "
+            f"failed={self.failed} cancelled={self.cancelled} released={self.released} "
+            f"discarded={self.discarded} rescued={self.rescued} pruned={self.pruned} "
+            f"stop_reason={self.stop_reason} duration_s={self.duration_s:.3f}"
+        )

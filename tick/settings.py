@@ -1,0 +1,167 @@
+"""Settings (SPEC §2): every variable parsed once, by one model.
+
+A bad value is a startup error that names the variable and the problem and
+never echoes the value, since a value may be a secret.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tick.errors import SettingsError
+
+CAS_SCHEMES = ("memory", "file", "s3")
+
+_TRUE = frozenset({"1", "true", "TRUE"})
+_FALSE = frozenset({"0", "false", "FALSE", ""})
+
+
+def _strict_bool(value: Any) -> Any:
+    """Accept exactly the spellings of SPEC §2, nothing pydantic would guess."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+    raise ValueError("must be one of 1, true, TRUE, 0, false, FALSE or empty")
+
+
+Flag = Annotated[bool, BeforeValidator(_strict_bool)]
+Positive = Annotated[int, Field(ge=1)]
+Grace = Annotated[int, Field(ge=0)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Settings(BaseSettings):
+    """The whole configuration of one awc process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AWC_",
+        case_sensitive=False,
+        extra="ignore",
+        populate_by_name=True,
+        frozen=True,
+    )
+
+    database_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_URL")
+    cas_url: str | None = None
+    worker_id: str = Field(default="awc-worker", min_length=1, max_length=200)
+    worker_concurrency: int = Field(default=4, ge=1, le=256)
+    worker_lease_secs: Positive = 300
+    worker_poll_interval_ms: Positive = 1000
+    tick_max_jobs: Positive = 100
+    tick_max_secs: Positive = 55
+    stop_grace_secs: Grace = 30
+    migrate: Literal["auto", "check"] = "auto"
+    prune_after_secs: Positive = 604800
+    metrics_port: Port | None = None
+    metrics_textfile: str | None = None
+    pushgateway_url: str | None = None
+    log_format: Literal["json", "text"] = "json"
+    db_prepare: Flag = True
+    handler_modules: str | None = None
+    maintenance_interval_secs: Positive = 30
+    lambda_margin_secs: Positive = 10
+    database_secret_arn: str | None = None
+    retention_grace_secs: Grace = 86400
+    gc_grace_secs: Grace = 86400
+    gc_batch_size: Positive = 1000
+    gc_canary_size: Positive = 10
+    gc_dry_run: Flag = False
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_force_path_style: Flag = False
+
+    @field_validator(
+        "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",
+        "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # An exported-but-empty variable (VAR=) means "unset", as shells intend.
+        return None if value == "" else value
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _check_database_url(cls, value: Any) -> Any:
+        if value in (None, ""):
+            return None
+        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+        if "://" in text:
+            scheme = text.split("://", 1)[0]
+            if scheme not in ("postgresql", "postgres"):
+                raise ValueError("must be a postgresql:// connection string")
+        return text
+
+    @field_validator("cas_url")
+    @classmethod
+    def _check_cas_scheme(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme = urlsplit(value).scheme
+        if scheme not in CAS_SCHEMES:
+            shown = f"'{scheme}'" if scheme else "missing"
+            raise ValueError(
+                f"unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
+            )
+        return value
+
+    @property
+    def handler_module_names(self) -> list[str]:
+        """`AWC_HANDLER_MODULES` split on commas, blanks dropped."""
+        if not self.handler_modules:
+            return []
+        return [name.strip() for name in self.handler_modules.split(",") if name.strip()]
+
+    def dsn(self) -> str:
+        """The connection string; a clear error when it is required but unset."""
+        if self.database_url is None:
+            raise SettingsError("DATABASE_URL is required but not set")
+        return self.database_url.get_secret_value()
+
+    def require_cas_url(self) -> str:
+        """`AWC_CAS_URL`, required by the commands that run jobs."""
+        if self.cas_url is None:
+            raise SettingsError("AWC_CAS_URL is required but not set")
+        return self.cas_url
+
+
+def _variable_name(field: str) -> str:
+    if field == "database_url":
+        return "DATABASE_URL"
+    return "AWC_" + field.upper()
+
+
+def describe(error: ValidationError) -> str:
+    """One line naming each bad variable and its problem, never its value."""
+    problems = []
+    for item in error.errors(include_input=False, include_url=False):
+        loc = item.get("loc") or ("?",)
+        field = str(loc[0])
+        name = field if field.isupper() else _variable_name(field)
+        message = item.get("msg", "invalid value")
+        message = message.removeprefix("Value error, ")
+        problems.append(f"{name}: {message}")
+    return "invalid setting " + "; ".join(problems)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the environment once; CLI flags arrive as `overrides` and win."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as error:
+        raise SettingsError(describe(error)) from None

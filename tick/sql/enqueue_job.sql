@@ -1,0 +1,17 @@
+-- Enqueue one job (SPEC §4.3). A dedupe_key already held by a PENDING or
+-- RUNNING job inserts nothing and returns that job's id.
+WITH inserted AS (
+    INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key)
+    VALUES (%(kind)s, %(payload)s::jsonb, %(max_attempts)s, coalesce(%(run_at)s::timestamptz, now()),
+            %(priority)s, %(queue)s, %(dedupe_key)s)
+    ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING')
+    DO NOTHING
+    RETURNING id
+)
+SELECT id FROM inserted
+UNION ALL
+SELECT id FROM awc.jobs
+WHERE dedupe_key = %(dedupe_key)s
+  AND state IN ('PENDING', 'RUNNING')
+  AND NOT EXISTS (SELECT 1 FROM inserted)
+LIMIT 1

@@ -1,0 +1,4 @@
+-- Whether the hourly prune is due across all processes (SPEC §7.3).
+SELECT last_run_at <= now() - make_interval(secs => %(every_secs)s::float8)
+FROM awc.maintenance
+WHERE step = 'prune'

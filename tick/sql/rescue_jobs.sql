@@ -1,0 +1,23 @@
+-- Rescue (SPEC §4.2): RUNNING jobs whose lease expired go back to PENDING,
+-- claimable at once and keeping their place, or to FAILED once their attempts
+-- are spent, so a job that kills its worker cannot loop forever. Bounded.
+WITH expired AS (
+    SELECT id
+    FROM awc.jobs
+    WHERE state = 'RUNNING'
+      AND locked_until < now()
+    ORDER BY locked_until
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE awc.jobs AS j
+SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    last_error = 'LeaseExpired: lease expired before an outcome was recorded',
+    locked_by = NULL,
+    locked_until = NULL,
+    claim_token = NULL,
+    updated_at = now()
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.state

@@ -1,0 +1,36 @@
+"""The fixed startup order (SPEC §3): settings, connect, migrate, object
+store, handlers, run. Every driver goes through here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tick.db import connect
+from tick.migrate import migrate
+from tick.registry import import_handler_modules
+from tick.settings import Settings
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+def open_database(settings: Settings) -> psycopg.Connection[Any]:
+    """Connect and apply (or check) migrations per `AWC_MIGRATE`."""
+    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+    try:
+        migrate(conn, settings.migrate)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def prepare_handlers(settings: Settings, *, store_required: bool) -> None:
+    """Open the object store, then register the built-in kinds and
+    `AWC_HANDLER_MODULES`."""
+    import handlers
+
+    if store_required:
+        settings.require_cas_url()
+    handlers.configure(settings)
+    import_handler_modules(settings.handler_module_names)

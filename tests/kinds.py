@@ -1,0 +1,103 @@
+"""Job kinds used by the tests, loaded in processes via AWC_HANDLER_MODULES.
+
+Handlers that leave a trace write to `test_ledger` in the job's own database
+(through `DATABASE_URL`), so a test can prove from the database how many
+times a job's side effect happened.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import psycopg
+from pydantic import BaseModel, ConfigDict
+
+from tick import Complete, Fail, JobContext, Retry, handler
+
+_local = threading.local()
+
+LEDGER_DDL = """
+CREATE TABLE IF NOT EXISTS test_ledger (
+    job_id   bigint NOT NULL,
+    attempt  int NOT NULL,
+    pid      int NOT NULL,
+    lease_end timestamptz,
+    at       timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+def _conn() -> psycopg.Connection[Any]:
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
+        _local.conn = conn
+    return conn
+
+
+def record(ctx: JobContext) -> None:
+    """Append this run's side effect to the ledger."""
+    _conn().execute(
+        "INSERT INTO test_ledger (job_id, attempt, pid, lease_end) "
+        "SELECT %s, %s, %s, locked_until FROM awc.jobs WHERE id = %s",
+        (ctx.job_id, ctx.attempts, os.getpid(), ctx.job_id),
+    )
+
+
+class SleepPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seconds: float = 0.0
+
+
+@handler("noop")
+def noop(ctx: JobContext, payload: dict[str, Any]) -> None:
+    return None
+
+
+@handler("ledger")
+def ledger(ctx: JobContext, payload: dict[str, Any]) -> dict[str, int]:
+    record(ctx)
+    return {"attempt": ctx.attempts}
+
+
+@handler("sleep", payload=SleepPayload)
+def sleep(ctx: JobContext, payload: SleepPayload) -> Complete:
+    """Sleeps without looking at its context: an uncooperative handler."""
+    record(ctx)
+    time.sleep(payload.seconds)
+    return Complete({"slept": payload.seconds})
+
+
+@handler("patient", payload=SleepPayload)
+def patient(ctx: JobContext, payload: SleepPayload) -> Complete:
+    """Waits cooperatively: stops as soon as it is cancelled."""
+    record(ctx)
+    ctx.wait(payload.seconds)
+    ctx.check()
+    return Complete({"waited": payload.seconds})
+
+
+@handler("kill_worker")
+def kill_worker(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """A poison job: it kills the process running it, every time."""
+    record(ctx)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@handler("retry")
+def retry(ctx: JobContext, payload: dict[str, Any]) -> Retry:
+    return Retry("try again later")
+
+
+@handler("fail")
+def fail(ctx: JobContext, payload: dict[str, Any]) -> Fail:
+    return Fail("cannot ever work")
+
+
+@handler("boom")
+def boom(ctx: JobContext, payload: dict[str, Any]) -> None:
+    raise RuntimeError("exploded")

@@ -1,0 +1,247 @@
+"""SPEC §4: enqueue, dedupe, claim, fencing and rescue, statement by statement."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from tick.admin import cancel
+from tick.db import connect
+from tick.maintenance import rescue
+from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
+
+from tests.conftest import job_row
+
+
+def claim(conn: psycopg.Connection[Any], slots: list[str], lease: float = 60) -> list[Any]:
+    request = ClaimRequest(slots=slots, lease_secs=lease, cap_secs=lease, leases_json="{}",
+                           kinds=None, queues=None)
+    return round_trip(conn, Writes.empty(), request).claimed
+
+
+def complete(conn: psycopg.Connection[Any], job_id: int, token: str, result: Any = None) -> bool:
+    writes = Writes.empty()
+    writes.complete.append((job_id, token, None if result is None else json.dumps(result)))
+    return job_id in round_trip(conn, writes, None).recorded
+
+
+def expire_lease(conn: psycopg.Connection[Any], job_id: int) -> None:
+    conn.execute(
+        "UPDATE awc.jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,)
+    )
+
+
+def test_enqueue_defaults_match_the_spec(conn: psycopg.Connection[Any]) -> None:
+    job = job_row(conn, enqueue(conn, "noop"))
+    assert (job["state"], job["queue"], job["priority"]) == ("PENDING", "default", 0)
+    assert (job["attempts"], job["max_attempts"], job["payload"]) == (0, 5, {})
+
+
+def test_enqueue_joins_the_callers_transaction(db_url: str) -> None:
+    with psycopg.connect(db_url) as producer:  # not autocommit
+        job_id = enqueue(producer, "noop")
+        producer.rollback()
+    with connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (job_id,)).fetchone() == (0,)
+
+
+def test_dedupe_returns_the_live_jobs_id(conn: psycopg.Connection[Any]) -> None:
+    first = enqueue(conn, "noop", {"a": 1}, dedupe_key="k")
+    assert enqueue(conn, "noop", {"a": 2}, dedupe_key="k") == first
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1,)
+    # Once the holder finished, the key is free again.
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED' WHERE id = %s", (first,))
+    assert enqueue(conn, "noop", dedupe_key="k") != first
+
+
+def test_enqueue_many_returns_ids_in_input_order_in_one_statement(
+    conn: psycopg.Connection[Any],
+) -> None:
+    live = enqueue(conn, "noop", dedupe_key="taken")
+    jobs = [
+        {"kind": "a", "payload": {"n": 0}},
+        {"kind": "b", "dedupe_key": "taken"},
+        {"kind": "c", "dedupe_key": "fresh", "priority": 3, "queue": "q"},
+        {"kind": "d", "dedupe_key": "fresh"},
+        {"kind": "e", "run_at": datetime.now(UTC) + timedelta(hours=1), "max_attempts": 2},
+    ]
+    ids = enqueue_many(conn, jobs)
+    assert ids[1] == live and ids[3] == ids[2]
+    kinds = {row[0]: row[1] for row in conn.execute("SELECT id, kind FROM awc.jobs").fetchall()}
+    assert [kinds[i] for i in (ids[0], ids[2], ids[4])] == ["a", "c", "e"]
+    assert job_row(conn, ids[4])["max_attempts"] == 2
+    assert job_row(conn, ids[2])["queue"] == "q"
+    assert enqueue_many(conn, []) == []
+
+
+def test_enqueue_many_refuses_unknown_fields(conn: psycopg.Connection[Any]) -> None:
+    with pytest.raises(TypeError, match="unknown job fields"):
+        enqueue_many(conn, [{"kind": "a", "payloads": {}}])
+
+
+def test_constraints_reject_bad_rows(conn: psycopg.Connection[Any]) -> None:
+    for bad in (
+        "INSERT INTO awc.jobs (kind) VALUES ('')",
+        "INSERT INTO awc.jobs (kind, max_attempts) VALUES ('k', 0)",
+        "INSERT INTO awc.jobs (kind, state) VALUES ('k', 'DONE')",
+    ):
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(bad)
+
+
+def test_claim_takes_ready_jobs_by_priority_then_age(conn: psycopg.Connection[Any]) -> None:
+    low = enqueue(conn, "noop")
+    high = enqueue(conn, "noop", priority=5)
+    enqueue(conn, "noop", run_at=datetime.now(UTC) + timedelta(hours=1))
+    rows = claim(conn, ["w-1"])
+    assert [r.id for r in rows] == [high]
+    rows = claim(conn, ["w-1", "w-2"])
+    assert [r.id for r in rows] == [low]  # the future job is not claimable
+    job = job_row(conn, low)
+    assert job["state"] == "RUNNING" and job["attempts"] == 1
+    assert job["locked_by"] == "w-1" and str(job["claim_token"]) == rows[0].token
+
+
+def test_claim_names_each_job_after_its_slot(conn: psycopg.Connection[Any]) -> None:
+    enqueue_many(conn, [{"kind": "noop"}] * 3)
+    rows = claim(conn, ["w-1", "w-2", "w-3"])
+    assert sorted(r.slot for r in rows) == ["w-1", "w-2", "w-3"]
+    for r in rows:
+        assert job_row(conn, r.id)["locked_by"] == r.slot
+
+
+def test_claim_lease_never_exceeds_the_cap(conn: psycopg.Connection[Any]) -> None:
+    enqueue(conn, "noop")
+    request = ClaimRequest(slots=["w-1"], lease_secs=300, cap_secs=2.5, leases_json="{}",
+                           kinds=None, queues=None)
+    (row,) = round_trip(conn, Writes.empty(), request).claimed
+    assert row.lease_s <= 2.5
+    left = conn.execute("SELECT extract(epoch FROM locked_until - now()) FROM awc.jobs").fetchone()
+    assert left is not None and float(left[0]) <= 2.5
+
+
+def test_two_claimers_racing_for_one_job_exactly_one_wins(db_url: str) -> None:
+    rounds = 40
+    with connect(db_url) as setup:
+        for _ in range(rounds):
+            setup.execute("DELETE FROM awc.jobs")
+            enqueue(setup, "noop")
+            barrier = threading.Barrier(2)
+            won: list[int] = []
+
+            def claimer(name: str) -> None:
+                with connect(db_url) as c:
+                    barrier.wait()
+                    won.extend(r.id for r in claim(c, [name]))
+
+            threads = [threading.Thread(target=claimer, args=(f"w-{n}",)) for n in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=10)
+            assert len(won) == 1
+            assert setup.execute("SELECT attempts FROM awc.jobs").fetchone() == (1,)
+
+
+def test_fenced_complete_after_rescue_writes_nothing(conn: psycopg.Connection[Any]) -> None:
+    job_id = enqueue(conn, "noop")
+    (stale,) = claim(conn, ["old-1"])
+    expire_lease(conn, job_id)
+    assert rescue(conn) == (1, 0)
+    assert job_row(conn, job_id)["state"] == "PENDING"
+    (fresh,) = claim(conn, ["new-1"])
+    assert fresh.token != stale.token and fresh.attempts == 2
+    assert complete(conn, job_id, fresh.token, {"by": "new"})
+    # The stale holder finally finishes: its write matches nothing.
+    assert not complete(conn, job_id, stale.token, {"by": "old"})
+    job = job_row(conn, job_id)
+    assert job["state"] == "COMPLETED" and job["result"] == {"by": "new"}
+
+
+def test_fenced_write_after_cancel_writes_nothing(conn: psycopg.Connection[Any]) -> None:
+    job_id = enqueue(conn, "noop")
+    (row,) = claim(conn, ["w-1"])
+    cancel(conn, job_id)
+    assert not complete(conn, job_id, row.token, {"late": True})
+    job = job_row(conn, job_id)
+    assert job["state"] == "CANCELLED" and job["result"] is None
+
+
+def test_rescue_vs_complete_race_never_yields_two_outcomes(db_url: str) -> None:
+    jobs = 150
+    with connect(db_url) as conn:
+        ids = enqueue_many(conn, [{"kind": "noop"}] * jobs)
+        rows = {r.id: r for r in claim(conn, [f"w-{n}" for n in range(jobs)])}
+        conn.execute("UPDATE awc.jobs SET locked_until = now() - interval '1 second'")
+    barrier = threading.Barrier(2)
+    completed: set[int] = set()
+    rescued: set[int] = set()
+
+    def completer() -> None:
+        with connect(db_url) as c:
+            barrier.wait()
+            for job_id in ids:
+                if complete(c, job_id, rows[job_id].token, {"ok": True}):
+                    completed.add(job_id)
+
+    def rescuer() -> None:
+        with connect(db_url) as c:
+            barrier.wait()
+            while True:
+                got = c.execute(
+                    "UPDATE awc.jobs SET state = 'PENDING', claim_token = NULL "
+                    "WHERE id = (SELECT id FROM awc.jobs WHERE state = 'RUNNING' "
+                    "AND locked_until < now() ORDER BY id DESC LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                    "RETURNING id"
+                ).fetchone()
+                if got is None:
+                    break
+                rescued.add(int(got[0]))
+
+    threads = [threading.Thread(target=completer), threading.Thread(target=rescuer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert completed.isdisjoint(rescued)
+    assert completed | rescued == set(ids)
+    with connect(db_url) as conn:
+        states = dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall())
+    assert all(states[i] == "COMPLETED" for i in completed)
+    assert all(states[i] == "PENDING" for i in rescued)
+
+
+def test_rescue_dead_letters_a_job_whose_attempts_are_spent(conn: psycopg.Connection[Any]) -> None:
+    job_id = enqueue(conn, "noop", max_attempts=1)
+    claim(conn, ["w-1"])
+    expire_lease(conn, job_id)
+    assert rescue(conn) == (0, 1)
+    job = job_row(conn, job_id)
+    assert job["state"] == "FAILED" and job["last_error"].startswith("LeaseExpired:")
+    assert job["claim_token"] is None
+
+
+def test_rescue_leaves_live_leases_alone(conn: psycopg.Connection[Any]) -> None:
+    job_id = enqueue(conn, "noop")
+    claim(conn, ["w-1"])
+    assert rescue(conn) == (0, 0)
+    assert job_row(conn, job_id)["state"] == "RUNNING"
+
+
+def test_a_plain_sql_insert_is_a_valid_enqueue(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("INSERT INTO awc.jobs (kind, payload) VALUES ('noop', '{}')")
+    (row,) = claim(conn, ["w-1"])
+    assert row.kind == "noop" and row.payload == {}
+
+
+def test_insert_notifies_awc_jobs(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as listener, connect(db_url) as producer:
+        listener.execute("LISTEN awc_jobs")
+        enqueue_many(producer, [{"kind": "noop"}] * 3)
+        notes = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in notes] == ["awc_jobs"]

@@ -1,0 +1,102 @@
+"""SPEC §2: one settings model; bad values name the variable, never the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tick.errors import SettingsError
+from tick.settings import load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("AWC_") or name == "DATABASE_URL":
+            monkeypatch.delenv(name)
+
+
+def test_defaults_match_the_spec_table() -> None:
+    s = load_settings()
+    assert (s.worker_id, s.worker_concurrency, s.worker_lease_secs) == ("awc-worker", 4, 300)
+    assert (s.tick_max_jobs, s.tick_max_secs, s.stop_grace_secs) == (100, 55, 30)
+    assert (s.migrate, s.prune_after_secs, s.log_format, s.db_prepare) == (
+        "auto", 604800, "json", True)
+    assert (s.maintenance_interval_secs, s.lambda_margin_secs) == (30, 10)
+    assert (s.retention_grace_secs, s.gc_grace_secs, s.gc_batch_size, s.gc_canary_size) == (
+        86400, 86400, 1000, 10)
+    assert s.gc_dry_run is False and s.metrics_port is None and s.database_url is None
+
+
+def test_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:p@h/db")
+    monkeypatch.setenv("AWC_WORKER_CONCURRENCY", "16")
+    monkeypatch.setenv("AWC_CAS_URL", "s3://bucket/prefix")
+    monkeypatch.setenv("AWC_HANDLER_MODULES", "a.b, c ,")
+    s = load_settings()
+    assert s.worker_concurrency == 16
+    assert s.cas_url == "s3://bucket/prefix"
+    assert s.handler_module_names == ["a.b", "c"]
+    assert s.dsn() == "postgresql://u:p@h/db"
+
+
+def test_cli_overrides_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWC_TICK_MAX_JOBS", "10")
+    assert load_settings(tick_max_jobs=3).tick_max_jobs == 3
+    assert load_settings(tick_max_jobs=None).tick_max_jobs == 10
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("AWC_WORKER_CONCURRENCY", "abc", "AWC_WORKER_CONCURRENCY"),
+        ("AWC_WORKER_CONCURRENCY", "0", "greater than or equal to 1"),
+        ("AWC_WORKER_CONCURRENCY", "257", "less than or equal to 256"),
+        ("AWC_WORKER_LEASE_SECS", "0", "AWC_WORKER_LEASE_SECS"),
+        ("AWC_METRICS_PORT", "70000", "AWC_METRICS_PORT"),
+        ("AWC_METRICS_PORT", "0", "AWC_METRICS_PORT"),
+        ("AWC_MIGRATE", "sometimes", "AWC_MIGRATE"),
+        ("AWC_GC_DRY_RUN", "yes", "AWC_GC_DRY_RUN"),
+        ("AWC_DB_PREPARE", "on", "AWC_DB_PREPARE"),
+        ("AWC_CAS_URL", "ftp://host/x", "unknown scheme 'ftp'"),
+        ("AWC_LOG_FORMAT", "xml", "AWC_LOG_FORMAT"),
+        ("DATABASE_URL", "mysql://root:hunter22@h/db", "DATABASE_URL"),
+    ],
+)
+def test_bad_values_name_the_setting_not_the_value(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, needle: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert needle in message
+    assert "\n" not in message
+    if len(value) > 3:
+        assert value not in message
+
+
+@pytest.mark.parametrize(
+    "name", ["AWC_GC_GRACE_SECS", "AWC_RETENTION_GRACE_SECS", "AWC_STOP_GRACE_SECS"]
+)
+def test_graces_may_be_zero(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv(name, "0")
+    load_settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1", True), ("true", True), ("TRUE", True), ("0", False), ("false", False),
+     ("FALSE", False), ("", False)],
+)
+def test_booleans_accept_exactly_the_spec_spellings(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
+) -> None:
+    monkeypatch.setenv("AWC_GC_DRY_RUN", value)
+    assert load_settings().gc_dry_run is expected
+
+
+def test_missing_database_url_is_named() -> None:
+    with pytest.raises(SettingsError, match="DATABASE_URL is required"):
+        load_settings().dsn()

@@ -22,10 +22,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from tests.kinds import LEDGER_DDL
 from tick.db import connect
 from tick.migrate import migrate
-
-from tests.kinds import LEDGER_DDL
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = f"awc_tpl_{os.getpid()}"

@@ -10,12 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.conftest import job_row
 from tick.admin import cancel
 from tick.db import connect
 from tick.maintenance import rescue
 from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
-
-from tests.conftest import job_row
 
 
 def claim(conn: psycopg.Connection[Any], slots: list[str], lease: float = 60) -> list[Any]:
@@ -47,7 +46,8 @@ def test_enqueue_joins_the_callers_transaction(db_url: str) -> None:
         job_id = enqueue(producer, "noop")
         producer.rollback()
     with connect(db_url) as conn:
-        assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (job_id,)).fetchone() == (0,)
+        count = conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (job_id,))
+        assert count.fetchone() == (0,)
 
 
 def test_dedupe_returns_the_live_jobs_id(conn: psycopg.Connection[Any]) -> None:
@@ -134,7 +134,8 @@ def test_two_claimers_racing_for_one_job_exactly_one_wins(db_url: str) -> None:
             barrier = threading.Barrier(2)
             won: list[int] = []
 
-            def claimer(name: str) -> None:
+            def claimer(name: str, barrier: threading.Barrier = barrier,
+                        won: list[int] = won) -> None:
                 with connect(db_url) as c:
                     barrier.wait()
                     won.extend(r.id for r in claim(c, [name]))

@@ -10,14 +10,13 @@ import psycopg
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from tests.conftest import job_row
 from tick import Complete, Fail, JobContext, LeaseLost, Retry, tick
 from tick.admin import cancel
 from tick.db import connect
 from tick.maintenance import prune, rescue
 from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
 from tick.registry import Registry, handler
-
-from tests.conftest import job_row
 
 
 class Item(BaseModel):
@@ -132,7 +131,6 @@ def test_deadline_cuts_a_long_job_and_returns_on_time(conn: psycopg.Connection[A
 
     job_id = enqueue(conn, "slow")
     began = time.monotonic()
-    wall_deadline = time.time() + 3
     report = run_tick(conn, registry_with(slow=slow), max_secs=3)
     took = time.monotonic() - began
     assert took < 3.5
@@ -363,4 +361,5 @@ def test_every_job_completes_exactly_once(conn: psycopg.Connection[Any], concurr
     report = run_tick(conn, registry_with(count=count), max_jobs=1000, concurrency=concurrency)
     assert report.completed == 300
     assert sorted(seen) == sorted(ids)
-    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone() == (300,)
+    done = conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone()
+    assert done == (300,)

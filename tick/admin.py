@@ -71,7 +71,8 @@ def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobStateError(f"job {job_id} does not exist")
-        raise JobStateError(f"job {job_id} is {state}; only PENDING or RUNNING jobs can be cancelled")
+        raise JobStateError(
+            f"job {job_id} is {state}; only PENDING or RUNNING jobs can be cancelled")
 
 
 def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
@@ -88,4 +89,5 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobStateError(f"job {job_id} does not exist")
-        raise JobStateError(f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")
+        raise JobStateError(
+            f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")

@@ -137,7 +137,8 @@ def _parse_run_at(text: str) -> datetime:
 
 @cli.command("enqueue")
 @click.argument("kind")
-@click.option("--payload", default="{}", show_default=True, help="The job's payload, a JSON object.")
+@click.option("--payload", default="{}", show_default=True,
+              help="The job's payload, a JSON object.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--delay", type=click.FloatRange(min=0), help="Seconds before it may run.")
 @click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
@@ -221,7 +222,8 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 
 @jobs_group.command("list")
-@click.option("--state", type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
+@click.option("--state",
+              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 
-class JobCancelled(Exception):  # noqa: N818 - the name is the SPEC's
+class JobCancelled(Exception):
     """Raised by `JobContext.check()` once the job should stop."""
 
 

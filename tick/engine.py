@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tick.backoff import Jitter
 from tick.context import JobCancelled, JobContext
 from tick.errors import DatabaseError
-from tick.maintenance import MaintenanceResult
 from tick.events import EventSink, JobEvent, NullEvents
+from tick.maintenance import MaintenanceResult
 from tick.outcomes import (
     Complete,
     Fail,

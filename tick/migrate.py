@@ -120,7 +120,7 @@ def migrate(
         if pending:
             conn.execute(_CREATE_LEDGER)
         for migration in pending:
-            conn.execute(migration.sql.encode("utf-8"))  # type: ignore[arg-type]
+            conn.execute(migration.sql.encode("utf-8"))
             conn.execute(
                 "INSERT INTO awc.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
                 (migration.version, migration.name, migration.checksum),

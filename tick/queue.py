@@ -192,7 +192,7 @@ def round_trip(
     The statements are pipelined: the server runs them back to back and the
     client waits once. Every write is fenced on (id, claim_token, RUNNING).
     """
-    pending: list[tuple[Record | None, psycopg.Cursor[Any]]] = []
+    pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
     extend_cur = None
     claim_cur = None
     with conn.pipeline():
@@ -232,7 +232,7 @@ def round_trip(
     recorded: dict[int, tuple[Record, str]] = {}
     for record, cur in pending:
         for job_id, state in cur.fetchall():
-            recorded[job_id] = (record, state)  # type: ignore[index]
+            recorded[job_id] = (record, state)
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     claimed = [ClaimedRow(*row) for row in claim_cur.fetchall()] if claim_cur is not None else []
     return RoundTrip(recorded, extended, claimed)

@@ -1,0 +1,241 @@
+"""SPEC §7.1, §12: `awc tick` as real processes — raced, killed, signalled.
+
+Every test checks the reliability promises from the database afterwards: no
+job lost, one outcome per claim, side effects counted in `test_ledger`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import psycopg
+
+from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
+from tick.queue import enqueue, enqueue_many
+
+
+def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        awc_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+
+
+def ledger(conn: psycopg.Connection[Any]) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in conn.execute(
+        "SELECT job_id, attempt FROM test_ledger ORDER BY job_id, attempt").fetchall()]
+
+
+def test_four_tick_processes_complete_every_job_exactly_once(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    ids = enqueue_many(conn, [{"kind": "ledger"} for _ in range(2000)])
+    env = {**awc_env, "AWC_TICK_MAX_JOBS": "5000", "AWC_WORKER_CONCURRENCY": "4"}
+    procs = [spawn({**env, "AWC_WORKER_ID": f"racer{n}"}, "tick", "--json") for n in range(4)]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        reports.append(json.loads(out))
+    assert sum(r["completed"] for r in reports) == 2000
+    assert sum(r["discarded"] for r in reports) == 0
+    states = conn.execute(
+        "SELECT state, attempts, count(*) FROM awc.jobs GROUP BY 1, 2").fetchall()
+    assert states == [("COMPLETED", 1, 2000)]
+    # The side effect happened once per job: no job ran twice.
+    assert ledger(conn) == [(i, 1) for i in sorted(ids)]
+    runners = conn.execute(
+        "SELECT count(DISTINCT pid) FROM test_ledger").fetchone()
+    assert runners is not None and runners[0] >= 2  # the work was really shared
+
+
+def test_kill_9_mid_job_is_rescued_and_completed_by_the_next_tick(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "sleep", {"seconds": 30})
+    env = {**awc_env, "AWC_WORKER_LEASE_SECS": "2"}
+    proc = spawn(env, "tick")
+    wait_for(lambda: ledger(conn), what="the job to start")
+    proc.kill()
+    proc.wait(10)
+    assert job_row(conn, job_id)["state"] == "RUNNING"
+    wait_for(lambda: conn.execute(
+        "SELECT locked_until < now() FROM awc.jobs WHERE id = %s", (job_id,)).fetchone() == (True,),
+        what="the lease to expire")
+    conn.execute("UPDATE awc.jobs SET payload = '{\"seconds\": 0}' WHERE id = %s", (job_id,))
+    done = run_awc(awc_env, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["rescued"], report["completed"]) == (1, 1)
+    job = job_row(conn, job_id)
+    assert (job["state"], job["attempts"]) == ("COMPLETED", 2)
+
+
+def test_a_job_that_kills_its_worker_every_time_ends_failed(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "kill_worker", max_attempts=3)
+    env = {**awc_env, "AWC_WORKER_LEASE_SECS": "1"}
+    for attempt in range(1, 4):
+        proc = run_awc(env, "tick")
+        assert proc.returncode == -signal.SIGKILL
+        assert job_row(conn, job_id)["attempts"] == attempt
+        wait_for(lambda: conn.execute(
+            "SELECT locked_until < now() FROM awc.jobs WHERE id = %s",
+            (job_id,)).fetchone() == (True,), what="the lease to expire")
+    final = run_awc(env, "tick", "--json")
+    assert final.returncode == 0, final.stderr
+    assert json.loads(final.stdout)["rescued"] == 1
+    job = job_row(conn, job_id)
+    assert (job["state"], job["attempts"]) == ("FAILED", 3)
+    assert job["last_error"].startswith("LeaseExpired:")
+    assert len(ledger(conn)) == 3  # no poison loop: three runs, then dead-lettered
+
+
+def test_sigterm_finishes_running_jobs_and_releases_the_rest(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    finishing = enqueue(conn, "sleep", {"seconds": 1.5}, priority=3)
+    cooperative = enqueue(conn, "patient", {"seconds": 60}, priority=2)
+    stubborn = enqueue(conn, "sleep", {"seconds": 60}, priority=1)
+    never = enqueue(conn, "noop", priority=0)
+    env = {**awc_env, "AWC_WORKER_CONCURRENCY": "3", "AWC_STOP_GRACE_SECS": "3"}
+    proc = spawn(env, "tick", "--json")
+    wait_for(lambda: len(ledger(conn)) == 3, what="three jobs to start")
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - signalled < 3 + 2
+    report = json.loads(out)
+    assert report["stop_reason"] == "stopped"
+    assert (report["completed"], report["released"]) == (1, 2)
+    assert job_row(conn, finishing)["state"] == "COMPLETED"
+    for job_id in (cooperative, stubborn):
+        job = job_row(conn, job_id)
+        assert (job["state"], job["attempts"]) == ("PENDING", 0), job
+    assert (job_row(conn, never)["state"], job_row(conn, never)["attempts"]) == ("PENDING", 0)
+
+
+def test_a_plain_sql_insert_is_picked_up_by_the_next_tick(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    conn.execute("INSERT INTO awc.jobs (kind, payload) VALUES ('ledger', '{}')")
+    done = run_awc(awc_env, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["completed"] == 1
+
+
+def test_events_are_one_json_line_per_job_without_payload_or_error(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    enqueue(conn, "ledger", {"secret": "p4yl0ad-value"})
+    enqueue(conn, "boom")
+    done = run_awc(awc_env, "tick")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert sorted(e["outcome"] for e in events) == ["completed", "retried"]
+    for event in events:
+        assert set(event) == {"ts", "level", "event", "kind", "outcome", "state", "attempts",
+                              "duration_ms"}
+        assert event["event"].startswith("job_")
+    levels = {e["outcome"]: e["level"] for e in events}
+    assert levels == {"completed": "info", "retried": "warning"}
+    assert "p4yl0ad-value" not in done.stderr and "exploded" not in done.stderr
+
+
+def test_operator_retry_revives_a_dead_letter(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "fail", max_attempts=1)
+    assert run_awc(awc_env, "tick").returncode == 0
+    assert job_row(conn, job_id)["state"] == "FAILED"
+    revived = run_awc(awc_env, "retry", str(job_id))
+    assert revived.returncode == 0, revived.stderr
+    job = job_row(conn, job_id)
+    assert (job["state"], job["attempts"]) == ("PENDING", 0)
+    again = run_awc(awc_env, "retry", str(job_id))
+    assert again.returncode == 1
+    assert again.stderr.strip() == (
+        f"awc: job {job_id} is PENDING; only FAILED or CANCELLED jobs can be retried")
+
+
+def test_operator_cancel_and_missing_jobs(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "noop")
+    assert run_awc(awc_env, "cancel", str(job_id)).returncode == 0
+    assert job_row(conn, job_id)["state"] == "CANCELLED"
+    missing = run_awc(awc_env, "cancel", "987654")
+    assert (missing.returncode, missing.stderr.strip()) == (1, "awc: job 987654 does not exist")
+
+
+def test_enqueue_status_and_jobs_commands(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    made = run_awc(awc_env, "enqueue", "noop", "--payload", '{"a": 1}', "--priority", "2",
+                   "--dedupe-key", "k1")
+    assert made.returncode == 0, made.stderr
+    job_id = int(made.stdout)
+    same = run_awc(awc_env, "enqueue", "noop", "--dedupe-key", "k1")
+    assert int(same.stdout) == job_id
+    later = run_awc(awc_env, "enqueue", "noop", "--delay", "3600")
+    assert later.returncode == 0
+    status = run_awc(awc_env, "status", "--json")
+    data = json.loads(status.stdout)
+    assert data["by_state"] == {"PENDING": 2} and data["by_kind"] == {"noop": {"PENDING": 2}}
+    assert data["dead_letters"] == 0 and data["oldest_ready_age_s"] is not None
+    shown = json.loads(run_awc(awc_env, "jobs", "show", str(job_id)).stdout)
+    assert shown["payload"] == {"a": 1} and shown["priority"] == 2
+    listed = run_awc(awc_env, "jobs", "list", "--state", "PENDING")
+    assert listed.returncode == 0 and str(job_id) in listed.stdout
+
+
+def test_usage_errors_exit_2(awc_env: dict[str, str]) -> None:
+    for args in (["enqueue", "k", "--payload", "{not json"], ["tick", "--bogus"],
+                 ["enqueue", "k", "--delay", "1", "--run-at", "2030-01-01T00:00:00"]):
+        done = run_awc(awc_env, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_") and k != "DATABASE_URL"}
+    env.update(PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def test_missing_database_url_is_one_clear_line() -> None:
+    done = run_awc(_clean_env(AWC_CAS_URL="memory://"), "tick")
+    assert done.returncode == 1
+    assert done.stderr == "awc: DATABASE_URL is required but not set\n"
+
+
+def test_unparsable_integer_setting_is_one_clear_line() -> None:
+    done = run_awc(_clean_env(DATABASE_URL="postgresql://x@127.0.0.1/x",
+                              AWC_TICK_MAX_JOBS="lots"), "status")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("awc: invalid setting AWC_TICK_MAX_JOBS:")
+
+
+def test_unreachable_database_never_prints_its_password() -> None:
+    password = "Sup3r-S3cret-pw"
+    url = f"postgresql://awc:{password}@127.0.0.1:1/awc"
+    for args in (["tick"], ["status"], ["migrate"]):
+        done = run_awc(_clean_env(DATABASE_URL=url, AWC_CAS_URL="memory://"), *args)
+        assert done.returncode == 1
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("awc: cannot connect to 127.0.0.1:1/awc")
+        assert password not in done.stderr + done.stdout
+
+
+def test_a_bad_handler_module_is_a_startup_error(awc_env: dict[str, str]) -> None:
+    done = run_awc({**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,no_such_module_xyz"}, "tick")
+    assert done.returncode == 1
+    assert done.stderr.startswith("awc: AWC_HANDLER_MODULES: cannot import 'no_such_module_xyz'")

@@ -35,6 +35,7 @@ class JobContext:
         "_lost",
         "_stopping",
         "attempts",
+        "claim_token",
         "job_id",
         "kind",
         "max_attempts",
@@ -48,8 +49,12 @@ class JobContext:
         max_attempts: int,
         deadline: float,
         extend: Callable[[JobContext], float | None],
+        claim_token: str = "",
     ) -> None:
         self.job_id = job_id
+        # This claim's fencing token: a handler that records its own holder
+        # (a GC epoch) names the claim with it.
+        self.claim_token = claim_token
         self.kind = kind
         self.attempts = attempts
         self.max_attempts = max_attempts

@@ -429,7 +429,7 @@ class _Pass:
             handler = self.e.registry.get(row.kind)
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
-                             self._request_heartbeat)
+                             self._request_heartbeat, row.token)
             slot = self.e.slot(row.slot)
             if handler is None:
                 run = _Run(row, ctx, Handler(row.kind, _unknown_kind), slot)

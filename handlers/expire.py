@@ -1,0 +1,43 @@
+"""`workspace_expire` (SPEC §10.3): one step of the workspace TTL machine."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from handlers.payloads import WorkspacePayload
+from handlers.runtime import runtime
+from handlers.ttl import next_step
+from tick import Complete, Fail, JobContext, handler
+
+LOAD = """
+SELECT state, expires_at, expiring_since, version, now()
+FROM awc.workspaces WHERE id = %(id)s
+"""
+
+ADVANCE = """
+UPDATE awc.workspaces
+SET state = %(state)s, expiring_since = %(since)s, version = version + 1, updated_at = now()
+WHERE id = %(id)s AND version = %(version)s
+RETURNING state
+"""
+
+
+@handler("workspace_expire", payload=WorkspacePayload)
+def workspace_expire(ctx: JobContext, payload: WorkspacePayload) -> Any:
+    """Advance the workspace one step if one is due; otherwise change nothing."""
+    rt = runtime()
+    grace = timedelta(seconds=rt.settings.retention_grace_secs)
+    with rt.connection() as conn:
+        row = conn.execute(LOAD, {"id": payload.workspace_id}).fetchone()
+        if row is None:
+            return Fail(f"workspace {payload.workspace_id} does not exist")
+        state, expires_at, since, version, now = row
+        step = next_step(state, expires_at, since, now, grace)
+        if step is None:
+            return Complete({"state": state, "changed": False})
+        moved = conn.execute(ADVANCE, {"state": step.state, "since": step.expiring_since,
+                                       "id": payload.workspace_id, "version": version}).fetchone()
+    if moved is None:  # another run advanced it first
+        return Complete({"state": state, "changed": False, "raced": True})
+    return Complete({"state": step.state, "changed": True, "from": state})

@@ -1,0 +1,84 @@
+"""Reading and writing the domain records (SPEC §10) the handlers share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+if TYPE_CHECKING:
+    import psycopg
+
+LOAD_SNAPSHOT = """
+SELECT id, tenant_id, workspace_id, root_digest, state, version
+FROM awc.snapshots WHERE id = %(id)s
+"""
+
+# Every record write is a compare-and-set on version and state: a duplicate or
+# stale run matches nothing and changes nothing.
+SET_SNAPSHOT_STATE = """
+UPDATE awc.snapshots
+SET state = %(state)s, verdict = coalesce(%(verdict)s, verdict),
+    version = version + 1, updated_at = now()
+WHERE id = %(id)s AND version = %(version)s AND state = %(expected)s
+RETURNING version
+"""
+
+INSERT_AUDIT = """
+INSERT INTO awc.audit_events (tenant_id, event, subject, detail, job_id)
+VALUES (%(tenant_id)s, %(event)s, %(subject)s, %(detail)s, %(job_id)s)
+ON CONFLICT (job_id, event) WHERE job_id IS NOT NULL DO NOTHING
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot row as the handlers need it."""
+
+    id: UUID
+    tenant_id: str
+    workspace_id: UUID | None
+    root_digest: str
+    state: str
+    version: int
+
+
+def load_snapshot(conn: psycopg.Connection[Any], snapshot_id: UUID) -> Snapshot | None:
+    """The snapshot, or None if it does not exist."""
+    row = conn.execute(LOAD_SNAPSHOT, {"id": snapshot_id}).fetchone()
+    return None if row is None else Snapshot(*row)
+
+
+def set_snapshot_state(
+    conn: psycopg.Connection[Any],
+    snap: Snapshot,
+    state: str,
+    verdict: dict[str, Any] | None = None,
+) -> bool:
+    """Move `snap` to `state` if nobody else moved it first."""
+    from psycopg.types.json import Jsonb
+
+    row = conn.execute(SET_SNAPSHOT_STATE, {
+        "state": state,
+        "verdict": None if verdict is None else Jsonb(verdict),
+        "id": snap.id,
+        "version": snap.version,
+        "expected": snap.state,
+    }).fetchone()
+    return row is not None
+
+
+def audit(
+    conn: psycopg.Connection[Any],
+    *,
+    tenant_id: str,
+    event: str,
+    subject: str,
+    detail: dict[str, Any],
+    job_id: int,
+) -> None:
+    """Record an audit event once per job."""
+    from psycopg.types.json import Jsonb
+
+    conn.execute(INSERT_AUDIT, {"tenant_id": tenant_id, "event": event, "subject": subject,
+                                "detail": Jsonb(detail), "job_id": job_id})

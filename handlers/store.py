@@ -1,0 +1,115 @@
+"""The content-addressed object store (SPEC §11): one interface, three backends.
+
+An object's address is `sha256:<64 lowercase hex>` of its bytes, kept at
+`<prefix>/<tenant_id>/objects/sha256/<hex>`. `put` always writes, even when
+the object exists: a rewrite refreshes its last-modified time, which is what
+keeps an object that a producer is about to reference inside GC's grace
+(SPEC §10.5, docs/decisions/0004).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from tick.errors import SettingsError
+from tick.settings import Settings
+
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class StoreError(Exception):
+    """A transport failure (unreachable, timed out, throttled): worth a retry."""
+
+
+class ObjectMissing(Exception):
+    """The object is not in the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One stored object: its digest, size and last-modified time (UTC)."""
+
+    digest: str
+    size: int
+    last_modified: datetime
+
+
+def digest_of(data: bytes) -> str:
+    """The address of `data`."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def hex_of(digest: str) -> str:
+    """The 64 hex characters of a valid digest; ValueError otherwise."""
+    if not DIGEST.match(digest):
+        raise ValueError(f"not a sha256 digest: {digest[:80]!r}")
+    return digest[7:]
+
+
+def check_tenant(tenant_id: str) -> str:
+    """A tenant id safe to use as a path segment and key prefix."""
+    if not TENANT.match(tenant_id):
+        raise ValueError(f"invalid tenant id {tenant_id[:80]!r}")
+    return tenant_id
+
+
+class ObjectStore(Protocol):
+    """What every store can do with a tenant's objects."""
+
+    def get(self, tenant_id: str, digest: str) -> bytes:
+        """The stored bytes (unverified). `ObjectMissing` if absent."""
+        ...
+
+    def put(self, tenant_id: str, data: bytes) -> str:
+        """Store `data` under its digest (always writing); return the digest."""
+        ...
+
+    def head(self, tenant_id: str, digest: str) -> ObjectInfo | None:
+        """The object's size and age, or None if absent."""
+        ...
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        """Delete the object; deleting an absent object is not an error."""
+        ...
+
+    def list(self, tenant_id: str) -> Iterator[ObjectInfo]:
+        """Every object of the tenant (paginated underneath)."""
+        ...
+
+    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+        """Write `data` under `digest` as given, unchecked (tests and demos of decay)."""
+        ...
+
+
+def open_store(url: str, settings: Settings | None = None) -> ObjectStore:
+    """The store named by `AWC_CAS_URL` (SPEC §11.1)."""
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        from handlers.store_memory import MemoryStore
+
+        return MemoryStore()
+    if parts.scheme == "file":
+        from handlers.store_file import FileStore
+
+        if parts.netloc not in ("", "localhost"):
+            raise SettingsError("AWC_CAS_URL: a file:// URL needs an absolute path (file:///dir)")
+        if not parts.path or parts.path == "/":
+            raise SettingsError("AWC_CAS_URL: a file:// URL needs a directory (file:///dir)")
+        return FileStore(parts.path)
+    if parts.scheme == "s3":
+        from handlers.store_s3 import S3Store
+
+        if not parts.netloc:
+            raise SettingsError("AWC_CAS_URL: an s3:// URL needs a bucket (s3://bucket/prefix)")
+        return S3Store(parts.netloc, parts.path.strip("/"), settings)
+    shown = f"'{parts.scheme}'" if parts.scheme else "missing"
+    raise SettingsError(
+        f"AWC_CAS_URL: unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
+    )

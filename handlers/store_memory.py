@@ -1,0 +1,60 @@
+"""`memory://`: an in-process store, for tests and single-process demos."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from handlers.store import ObjectInfo, ObjectMissing, check_tenant, digest_of, hex_of
+
+
+class MemoryStore:
+    """Objects in a dict, guarded by a lock (handlers run on several threads)."""
+
+    def __init__(self) -> None:
+        self._objects: dict[tuple[str, str], tuple[bytes, datetime]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: str, digest: str) -> bytes:
+        key = (check_tenant(tenant_id), hex_of(digest))
+        with self._lock:
+            found = self._objects.get(key)
+        if found is None:
+            raise ObjectMissing(digest)
+        return found[0]
+
+    def put(self, tenant_id: str, data: bytes) -> str:
+        digest = digest_of(data)
+        self.put_at(tenant_id, digest, data)
+        return digest
+
+    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+        key = (check_tenant(tenant_id), hex_of(digest))
+        with self._lock:
+            self._objects[key] = (bytes(data), datetime.now(UTC))
+
+    def head(self, tenant_id: str, digest: str) -> ObjectInfo | None:
+        key = (check_tenant(tenant_id), hex_of(digest))
+        with self._lock:
+            found = self._objects.get(key)
+        return None if found is None else ObjectInfo(digest, len(found[0]), found[1])
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        key = (check_tenant(tenant_id), hex_of(digest))
+        with self._lock:
+            self._objects.pop(key, None)
+
+    def list(self, tenant_id: str) -> Iterator[ObjectInfo]:
+        check_tenant(tenant_id)
+        with self._lock:
+            items = [(k, v) for k, v in self._objects.items() if k[0] == tenant_id]
+        for (_, hexd), (data, modified) in sorted(items):
+            yield ObjectInfo("sha256:" + hexd, len(data), modified)
+
+    def set_modified(self, tenant_id: str, digest: str, when: datetime) -> None:
+        """Backdate an object (tests of GC's grace)."""
+        key = (check_tenant(tenant_id), hex_of(digest))
+        with self._lock:
+            data, _ = self._objects[key]
+            self._objects[key] = (data, when)

@@ -1,0 +1,119 @@
+"""`s3://bucket/prefix`: objects in S3 or an S3-compatible service (extra `s3`).
+
+boto3 is imported here only, when an s3:// store is opened. Transport
+failures become `StoreError` (a Retry for the handlers); a missing key is
+`ObjectMissing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from handlers.store import (
+    DIGEST,
+    ObjectInfo,
+    ObjectMissing,
+    StoreError,
+    check_tenant,
+    digest_of,
+    hex_of,
+)
+from tick.errors import AwcError
+from tick.settings import Settings
+
+_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+
+
+class S3Store:
+    """Objects at `s3://<bucket>/<prefix>/<tenant>/objects/sha256/<hex>`."""
+
+    def __init__(self, bucket: str, prefix: str, settings: Settings | None = None) -> None:
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:
+            raise AwcError(
+                "an s3:// store needs the 's3' extra: pip install 'awc-worker[s3]'"
+            ) from None
+        self.bucket = bucket
+        self.prefix = prefix
+        options: dict[str, Any] = {
+            "connect_timeout": 5,
+            "read_timeout": 30,
+            "retries": {"max_attempts": 3, "mode": "standard"},
+        }
+        if settings is not None and settings.s3_force_path_style:
+            options["s3"] = {"addressing_style": "path"}
+        self._client = boto3.client(
+            "s3",
+            endpoint_url=settings.s3_endpoint_url if settings else None,
+            region_name=settings.s3_region if settings else None,
+            config=Config(**options),
+        )
+
+    def _base(self, tenant_id: str) -> str:
+        head = f"{self.prefix}/" if self.prefix else ""
+        return f"{head}{check_tenant(tenant_id)}/objects/sha256/"
+
+    def _key(self, tenant_id: str, digest: str) -> str:
+        return self._base(tenant_id) + hex_of(digest)
+
+    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(**kwargs)
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            if code in _MISSING_CODES:
+                raise ObjectMissing(what) from None
+            raise StoreError(f"{what}: S3 error {code or 'unknown'}") from None
+        except BotoCoreError as error:
+            raise StoreError(f"{what}: {type(error).__name__}") from None
+
+    def get(self, tenant_id: str, digest: str) -> bytes:
+        from botocore.exceptions import BotoCoreError
+
+        reply = self._call(digest, self._client.get_object, Bucket=self.bucket,
+                           Key=self._key(tenant_id, digest))
+        try:
+            return bytes(reply["Body"].read())
+        except (BotoCoreError, OSError) as error:
+            raise StoreError(f"{digest}: {type(error).__name__}") from None
+
+    def put(self, tenant_id: str, data: bytes) -> str:
+        digest = digest_of(data)
+        self.put_at(tenant_id, digest, data)
+        return digest
+
+    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+        self._call(digest, self._client.put_object, Bucket=self.bucket,
+                   Key=self._key(tenant_id, digest), Body=data)
+
+    def head(self, tenant_id: str, digest: str) -> ObjectInfo | None:
+        try:
+            reply = self._call(digest, self._client.head_object, Bucket=self.bucket,
+                               Key=self._key(tenant_id, digest))
+        except ObjectMissing:
+            return None
+        return ObjectInfo(digest, int(reply["ContentLength"]), reply["LastModified"])
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        self._call(digest, self._client.delete_object, Bucket=self.bucket,
+                   Key=self._key(tenant_id, digest))
+
+    def list(self, tenant_id: str) -> Iterator[ObjectInfo]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        base = self._base(tenant_id)
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=base)
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    digest = "sha256:" + item["Key"][len(base):]
+                    if DIGEST.match(digest):
+                        yield ObjectInfo(digest, int(item["Size"]), item["LastModified"])
+        except (ClientError, BotoCoreError) as error:
+            raise StoreError(f"listing objects: {type(error).__name__}") from None

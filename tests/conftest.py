@@ -149,3 +149,74 @@ def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     assert row is not None, f"job {job_id} is missing"
     assert cur.description is not None
     return {col.name: value for col, value in zip(cur.description, row, strict=True)}
+
+
+# -- object stores ---------------------------------------------------------------
+
+
+class MotoS3:
+    """A moto S3 server on 127.0.0.1 that a test may stop and start again."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._cls = ThreadedMotoServer
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, self.port = self.server.get_host_and_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def restart(self) -> None:
+        # moto keeps its buckets in-process: a new server on the same port
+        # serves the same objects, as an S3 endpoint coming back would.
+        self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    server = MotoS3()
+    yield server
+    server.stop()
+
+
+def s3_settings(moto: MotoS3, bucket: str, **extra: Any) -> Any:
+    from tick.settings import Settings
+
+    options: dict[str, Any] = {"cas_url": f"s3://{bucket}/awc", "s3_endpoint_url": moto.endpoint,
+                               "s3_region": "us-east-1", "s3_force_path_style": True}
+    return Settings(**{**options, **extra})
+
+
+def new_bucket(moto: MotoS3) -> str:
+    import boto3
+
+    name = f"awc-{os.getpid()}-{next(_counter)}"
+    boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1").create_bucket(
+        Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["memory", "file", "s3"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Each store backend in turn, empty."""
+    from handlers.store import open_store
+
+    if store_kind == "memory":
+        return open_store("memory://")
+    if store_kind == "file":
+        return open_store(f"file://{tmp_path}/store")
+    moto = request.getfixturevalue("moto_s3")
+    settings = s3_settings(moto, new_bucket(moto))
+    return open_store(settings.cas_url, settings)

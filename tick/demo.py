@@ -9,13 +9,15 @@ ticks until the queue is drained, and prints what happened.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import SecretStr
 
 from tick.db import connect
 from tick.engine import Engine, RunSpec
@@ -24,6 +26,9 @@ from tick.queue import enqueue
 from tick.registry import REGISTRY
 from tick.run_once import maintenance_for
 from tick.settings import Settings
+
+if TYPE_CHECKING:
+    from handlers.trees import TreeSpec
 
 TENANT = "acme"
 DEMO_DB = "awc_demo"
@@ -69,7 +74,7 @@ def _seed(conn: Any, store: Any) -> dict[str, Any]:
 
     active = workspace(now + timedelta(days=30), keep_last=1)
     lapsed = workspace(now - timedelta(minutes=5), keep_last=None)
-    site = {"index.html": "<h1>hello</h1>", "assets": {"app.js": "console.log(1)"}}
+    site: TreeSpec = {"index.html": "<h1>hello</h1>", "assets": {"app.js": "console.log(1)"}}
     intact = write_tree(store, TENANT, site)
     broken = write_tree(store, TENANT, {"data.bin": b"\x00" * 64, "notes.txt": "gone soon"})
     store.delete(TENANT, _blob_digest("gone soon"))  # lost before validation
@@ -137,7 +142,7 @@ def run_demo(directory: str, database_url: str | None) -> None:
     click.echo(f"awc demo in {root}")
     dsn, server = _database(root, database_url)
     try:
-        settings = Settings(database_url=dsn, cas_url=f"file://{store_dir}",
+        settings = Settings(database_url=SecretStr(dsn), cas_url=f"file://{store_dir}",
                             retention_grace_secs=3600, gc_grace_secs=0, gc_canary_size=1)
         store = open_store(settings.cas_url or "", settings)
         with connect(dsn) as conn:
@@ -163,10 +168,8 @@ def run_demo(directory: str, database_url: str | None) -> None:
     finally:
         from handlers.runtime import runtime
 
-        try:
+        with contextlib.suppress(RuntimeError):  # never configured: nothing to close
             runtime().close()
-        except RuntimeError:
-            pass
         if server is not None:
             server.stop()
 

@@ -1,12 +1,12 @@
 """`gc_sweep` (SPEC §10.5): one durable GC epoch for a tenant.
 
 Safety (docs/decisions/0004): objects are deleted only inside a short
-transaction that holds the tenant row `FOR UPDATE`. Registering a snapshot
-takes a key-share lock on the same row (its foreign key), so no snapshot can
-be registered while a batch is deleted, and each batch first re-marks the
-snapshots registered since the epoch's mark. Each candidate is re-read from
-the store just before deletion and skipped if it was rewritten inside the
-grace (producers always write, so an object about to be referenced is young).
+transaction that holds the tenant row `FOR UPDATE`. Uploads hold `FOR KEY
+SHARE` on the same row from their first write to their snapshot's commit
+(`handlers.producer.upload`), so an upload and a deletion batch never
+overlap, and each batch first re-marks the snapshots registered since the
+epoch's mark. Each candidate is re-read from the store just before deletion
+and skipped if it was rewritten inside the grace.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 An object's address is `sha256:<64 lowercase hex>` of its bytes, kept at
 `<prefix>/<tenant_id>/objects/sha256/<hex>`. `put` always writes, even when
-the object exists: a rewrite refreshes its last-modified time, which is what
-keeps an object that a producer is about to reference inside GC's grace
-(SPEC §10.5, docs/decisions/0004).
+the object exists: a rewrite refreshes its last-modified time, so an object
+a producer reuses is young again for GC's grace (SPEC §10.5,
+docs/decisions/0004).
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ import pytest
 
 from handlers.store import ObjectMissing, StoreError, digest_of, open_store
 from handlers.trees import encode_tree, parse_tree, walk_closure, write_directory, write_tree
-from tick.errors import SettingsError
-
 from tests.conftest import MotoS3, new_bucket, s3_settings
+from tick.errors import SettingsError
 
 
 def test_put_get_head_delete(store: Any) -> None:

@@ -1,0 +1,502 @@
+"""SPEC §10: the AWC kinds, run by real ticks against real stores."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+import handlers
+from handlers.producer import create_workspace, ensure_tenant, register_snapshot
+from handlers.runtime import runtime
+from handlers.store import digest_of
+from handlers.trees import write_tree
+from handlers.ttl import Step, next_step
+from tests.conftest import job_row, wait_for
+from tick import tick
+from tick.db import connect
+from tick.queue import enqueue
+from tick.registry import REGISTRY
+from tick.settings import Settings
+
+T = "acme"
+
+
+def configure(db_url: str, store: Any, **extra: Any) -> None:
+    base = runtime_settings_base(store)
+    handlers.configure(Settings(database_url=SecretStr(db_url), **{**base, **extra}), store)
+
+
+def runtime_settings_base(store: Any) -> dict[str, Any]:
+    return {"gc_grace_secs": 3600, "retention_grace_secs": 60, "gc_canary_size": 2}
+
+
+@pytest.fixture
+def env(db_url: str, store: Any, conn: psycopg.Connection[Any]) -> Iterator[Any]:
+    configure(db_url, store)
+    ensure_tenant(conn, T)
+    yield store
+    runtime().close()
+
+
+def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:
+    return tick(conn, registry=REGISTRY, max_secs=60, max_jobs=1000, **kw)
+
+
+def snapshot_state(conn: psycopg.Connection[Any], snapshot_id: UUID) -> tuple[str, Any]:
+    row = conn.execute("SELECT state, verdict FROM awc.snapshots WHERE id = %s",
+                       (snapshot_id,)).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def backdate(store: Any, digests: list[str], store_kind: str) -> None:
+    for digest in digests:
+        store.set_modified(T, digest, datetime.now(UTC) - timedelta(days=2))
+
+
+# -- validation ---------------------------------------------------------------------
+
+
+def test_validate_intact_tree_is_ready(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "1", "d": {"b": "2"}})
+    snap = register_snapshot(conn, T, root)
+    report = drain(conn)
+    assert report.completed == 1
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "READY"
+    assert verdict == {"closed": True, "objects": 4, "missing_count": 0, "corrupt_count": 0,
+                       "missing": [], "corrupt": []}
+    result = conn.execute("SELECT result FROM awc.jobs").fetchone()
+    assert result is not None and result[0] == verdict
+
+
+def test_validate_missing_blob_is_failed_naming_it(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "kept", "b": "lost"})
+    env.delete(T, digest_of(b"lost"))
+    snap = register_snapshot(conn, T, root)
+    drain(conn)
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "FAILED"
+    assert verdict["missing"] == [digest_of(b"lost")] and verdict["missing_count"] == 1
+
+
+def test_validate_corrupt_blob_is_failed_as_corrupt(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "original"})
+    env.put_at(T, digest_of(b"original"), b"tampered")
+    snap = register_snapshot(conn, T, root)
+    drain(conn)
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "FAILED" and verdict["corrupt"] == [digest_of(b"original")]
+
+
+def test_validate_bounds_its_lists(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {f"f{n}": f"blob {n}" for n in range(60)})
+    for n in range(60):
+        env.delete(T, digest_of(f"blob {n}".encode()))
+    snap = register_snapshot(conn, T, root)
+    drain(conn)
+    _, verdict = snapshot_state(conn, snap)
+    assert verdict["missing_count"] == 60 and len(verdict["missing"]) == 50
+
+
+def test_validate_terminal_snapshot_is_skipped(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "1"})
+    snap = register_snapshot(conn, T, root, validate=False, state="READY")
+    enqueue(conn, "snapshot_validate", {"snapshot_id": str(snap)})
+    drain(conn)
+    result = conn.execute("SELECT result FROM awc.jobs").fetchone()
+    assert result is not None and result[0] == {"skipped": "READY"}
+
+
+def test_validate_twice_is_harmless(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "1"})
+    snap = register_snapshot(conn, T, root, validate=False)
+    for _ in range(2):
+        enqueue(conn, "snapshot_validate", {"snapshot_id": str(snap)})
+    drain(conn, concurrency=1)
+    versions = conn.execute("SELECT state, version FROM awc.snapshots").fetchall()
+    assert versions == [("READY", 1)]
+
+
+def test_store_outage_is_a_retry_then_ready(
+    db_url: str, conn: psycopg.Connection[Any], moto_s3: Any
+) -> None:
+    from handlers.store import open_store
+    from tests.conftest import new_bucket, s3_settings
+
+    settings = s3_settings(moto_s3, new_bucket(moto_s3))
+    store = open_store(settings.cas_url, settings)
+    configure(db_url, store)
+    ensure_tenant(conn, T)
+    root = write_tree(store, T, {"a": "1", "b": "2"})
+    snap = register_snapshot(conn, T, root)
+    moto_s3.stop()
+    try:
+        report = drain(conn)
+    finally:
+        moto_s3.restart()
+    assert report.retried == 1
+    job = job_row(conn, 1)
+    assert job["state"] == "PENDING" and job["last_error"].startswith("Retry: object store:")
+    conn.execute("UPDATE awc.jobs SET run_at = now()")
+    assert drain(conn).completed == 1
+    assert snapshot_state(conn, snap)[0] == "READY"
+    runtime().close()
+
+
+# -- scrub ----------------------------------------------------------------------------
+
+
+def test_scrub_decay_degrades_pins_survivors_and_audits(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    root = write_tree(env, T, {"a": "stays", "b": "decays", "c": "vanishes"})
+    snap = register_snapshot(conn, T, root, validate=False, state="READY")
+    env.put_at(T, digest_of(b"decays"), b"bit rot")
+    env.delete(T, digest_of(b"vanishes"))
+    enqueue(conn, "snapshot_scrub", {"snapshot_id": str(snap)})
+    drain(conn)
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "DEGRADED" and verdict["corrupt_count"] == 1 and verdict["missing_count"] == 1
+    pins = {r[0] for r in conn.execute(
+        "SELECT digest FROM awc.gc_pins WHERE snapshot_id = %s AND reason = 'degraded'",
+        (snap,)).fetchall()}
+    assert pins == {root, digest_of(b"stays")}
+    events = conn.execute("SELECT event, subject, detail FROM awc.audit_events").fetchall()
+    assert events == [("snapshot.scrub", str(snap), verdict)]
+
+
+def test_scrub_intact_stays_ready_and_audits(env: Any, conn: psycopg.Connection[Any]) -> None:
+    root = write_tree(env, T, {"a": "1"})
+    snap = register_snapshot(conn, T, root, validate=False, state="READY")
+    job_id = enqueue(conn, "snapshot_scrub", {"snapshot_id": str(snap)})
+    drain(conn)
+    assert snapshot_state(conn, snap)[0] == "READY"
+    assert conn.execute("SELECT count(*) FROM awc.audit_events").fetchone() == (1,)
+    # The same job run again records its audit event once.
+    conn.execute("UPDATE awc.jobs SET state = 'PENDING' WHERE id = %s", (job_id,))
+    drain(conn)
+    assert conn.execute("SELECT count(*) FROM awc.audit_events").fetchone() == (1,)
+
+
+# -- expiry -------------------------------------------------------------------------
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("state", "expires_at", "since", "expected"),
+    [
+        ("ACTIVE", NOW - HOUR, None, Step("EXPIRING", NOW)),
+        ("ACTIVE", NOW + HOUR, None, None),
+        ("EXPIRING", NOW + HOUR, NOW - HOUR, Step("ACTIVE", None)),
+        ("EXPIRING", NOW - HOUR, NOW - 2 * HOUR, Step("EXPIRED", NOW - 2 * HOUR)),
+        ("EXPIRING", NOW - HOUR, NOW - HOUR / 2, None),
+        ("EXPIRED", NOW - HOUR, NOW - 9 * HOUR, None),
+    ],
+)
+def test_ttl_machine(state: str, expires_at: datetime, since: datetime | None,
+                     expected: Step | None) -> None:
+    assert next_step(state, expires_at, since, NOW, HOUR) == expected
+
+
+def _workspace(conn: psycopg.Connection[Any], state: str, expires_in: timedelta,
+               since_ago: timedelta | None = None) -> UUID:
+    ws = create_workspace(conn, T, datetime.now(UTC) + expires_in)
+    since = None if since_ago is None else datetime.now(UTC) - since_ago
+    conn.execute("UPDATE awc.workspaces SET state = %s, expiring_since = %s WHERE id = %s",
+                 (state, since, ws))
+    return ws
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+@pytest.mark.parametrize(
+    ("state", "expires_in", "since_ago", "after"),
+    [
+        ("ACTIVE", -HOUR, None, "EXPIRING"),
+        ("ACTIVE", HOUR, None, "ACTIVE"),
+        ("EXPIRING", HOUR, timedelta(seconds=5), "ACTIVE"),
+        ("EXPIRING", -HOUR, timedelta(seconds=61), "EXPIRED"),
+        ("EXPIRING", -HOUR, timedelta(seconds=5), "EXPIRING"),
+        ("EXPIRED", -HOUR, timedelta(days=1), "EXPIRED"),
+    ],
+)
+def test_workspace_expire_steps(env: Any, conn: psycopg.Connection[Any], state: str,
+                                expires_in: timedelta, since_ago: timedelta | None,
+                                after: str) -> None:
+    ws = _workspace(conn, state, expires_in, since_ago)
+    enqueue(conn, "workspace_expire", {"workspace_id": str(ws)})
+    assert drain(conn).completed == 1
+    row = conn.execute("SELECT state, expiring_since, version FROM awc.workspaces").fetchone()
+    assert row is not None and row[0] == after
+    assert row[2] == (0 if after == state else 1)
+    if after == "EXPIRING" and state == "ACTIVE":
+        assert row[1] is not None
+    if after == "ACTIVE":
+        assert row[1] is None
+
+
+# -- retention ----------------------------------------------------------------------
+
+
+def _snap(conn: psycopg.Connection[Any], ws: UUID | None, state: str, age_min: int) -> UUID:
+    row = conn.execute(
+        "INSERT INTO awc.snapshots (tenant_id, workspace_id, root_digest, state, created_at) "
+        "VALUES (%s, %s, %s, %s, now() - make_interval(mins => %s)) RETURNING id",
+        (T, ws, digest_of(str(uuid4()).encode()), state, age_min)).fetchone()
+    assert row is not None
+    return UUID(str(row[0]))
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_retention_honours_keep_last(env: Any, conn: psycopg.Connection[Any]) -> None:
+    ws = create_workspace(conn, T, datetime.now(UTC) + HOUR, keep_last=3)
+    snaps = [_snap(conn, ws, "READY", age) for age in range(10)]  # snaps[0] newest
+    degraded = _snap(conn, ws, "DEGRADED", 100)
+    pinned = _snap(conn, ws, "READY", 200)
+    conn.execute("INSERT INTO awc.gc_pins (tenant_id, digest, snapshot_id, reason) "
+                 "VALUES (%s, %s, %s, 'hold')", (T, digest_of(b"p"), pinned))
+    for snap in [*snaps, degraded, pinned]:
+        enqueue(conn, "snapshot_retain", {"snapshot_id": str(snap)})
+    assert drain(conn).completed == 12
+    states = dict(conn.execute("SELECT id, state FROM awc.snapshots").fetchall())
+    assert [states[s] for s in snaps] == ["READY"] * 3 + ["DELETED"] * 7
+    assert (states[degraded], states[pinned]) == ("DEGRADED", "READY")
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_retention_deletes_snapshots_of_an_expired_workspace(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    ws = _workspace(conn, "EXPIRED", -HOUR, timedelta(days=2))
+    ready, degraded = _snap(conn, ws, "READY", 1), _snap(conn, ws, "DEGRADED", 2)
+    for snap in (ready, degraded):
+        enqueue(conn, "snapshot_retain", {"snapshot_id": str(snap)})
+    drain(conn)
+    states = dict(conn.execute("SELECT id, state FROM awc.snapshots").fetchall())
+    assert (states[ready], states[degraded]) == ("DELETED", "DEGRADED")
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_bad_payloads_and_missing_ids_are_dead_lettered(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    cases = {
+        "snapshot_validate": {"snapshot_id": "not-a-uuid"},
+        "snapshot_scrub": {"snapshot_id": str(uuid4()), "extra": 1},
+        "gc_sweep": {"tenant_id": "../etc"},
+        "prune": {"anything": True},
+    }
+    bad = {kind: enqueue(conn, kind, payload) for kind, payload in cases.items()}
+    ghost = uuid4()
+    missing = {
+        "snapshot_retain": enqueue(conn, "snapshot_retain", {"snapshot_id": str(ghost)}),
+        "workspace_expire": enqueue(conn, "workspace_expire", {"workspace_id": str(ghost)}),
+        "gc_sweep": enqueue(conn, "gc_sweep", {"tenant_id": "nobody"}),
+    }
+    report = drain(conn)
+    assert report.failed == len(cases) + len(missing)
+    for job_id in bad.values():
+        job = job_row(conn, job_id)
+        assert (job["state"], job["attempts"]) == ("FAILED", 1)
+        assert job["last_error"].startswith("ValidationError: ")
+    assert job_row(conn, missing["snapshot_retain"])["last_error"] == (
+        f"Fail: snapshot {ghost} does not exist")
+    assert job_row(conn, missing["workspace_expire"])["last_error"] == (
+        f"Fail: workspace {ghost} does not exist")
+    assert job_row(conn, missing["gc_sweep"])["last_error"] == "Fail: tenant 'nobody' does not exist"
+
+
+# -- garbage collection -----------------------------------------------------------------
+
+
+def _objects(store: Any) -> set[str]:
+    return {o.digest for o in store.list(T)}
+
+
+def test_gc_deletes_old_unreachable_objects_only(
+    env: Any, conn: psycopg.Connection[Any], store_kind: str
+) -> None:
+    live = write_tree(env, T, {"keep": "live data", "sub": {"deep": "also live"}})
+    register_snapshot(conn, T, live, validate=False, state="READY")
+    dead_root = write_tree(env, T, {"old": "dead data"})
+    register_snapshot(conn, T, dead_root, validate=False, state="DELETED")
+    orphan = env.put(T, b"orphan")
+    pinned = env.put(T, b"pinned")
+    conn.execute("INSERT INTO awc.gc_pins (tenant_id, digest, reason) VALUES (%s, %s, 'hold')",
+                 (T, pinned))
+    if store_kind == "s3":
+        configure(conn.info.dsn, env, gc_grace_secs=0)
+    else:
+        backdate(env, list(_objects(env)), store_kind)
+    young = env.put(T, b"young orphan")  # inside the grace
+    if store_kind == "s3":
+        young = None  # S3 cannot backdate: the grace is 0 there
+    keep_before = _objects(env)
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    assert drain(conn).completed == 1
+    gone = keep_before - _objects(env)
+    expected_gone = {dead_root, digest_of(b"dead data"), orphan}
+    if young is None:
+        expected_gone.add(digest_of(b"young orphan"))
+    assert gone == expected_gone
+    epoch = conn.execute("SELECT state, deleted, candidates, dry_run FROM awc.gc_epochs"
+                         ).fetchone()
+    assert epoch == ("COMPLETED", len(expected_gone), len(expected_gone), False)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "file"])
+def test_gc_dry_run_deletes_nothing_and_records_the_plan(
+    db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
+) -> None:
+    configure(db_url, env, gc_dry_run=True)
+    orphans = [env.put(T, f"orphan {n}".encode()) for n in range(3)]
+    backdate(env, orphans, store_kind)
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    drain(conn)
+    assert set(orphans) <= _objects(env)
+    assert conn.execute("SELECT state, candidates, deleted, dry_run FROM awc.gc_epochs"
+                        ).fetchone() == ("COMPLETED", 3, 0, True)
+    result = conn.execute("SELECT result FROM awc.jobs").fetchone()
+    assert result is not None and result[0]["would_delete"] == 3
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "file"])
+def test_gc_batch_cap_includes_the_canary(
+    db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
+) -> None:
+    configure(db_url, env, gc_batch_size=5, gc_canary_size=2)
+    orphans = [env.put(T, f"orphan {n}".encode()) for n in range(12)]
+    backdate(env, orphans, store_kind)
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    drain(conn)
+    assert len(set(orphans) - _objects(env)) == 5
+
+
+class RegisterDuringSweep:
+    """A store whose `list` (the sweep's plan) lets a producer register a
+    snapshot of an old, otherwise-unreachable object mid-epoch."""
+
+    def __init__(self, inner: Any, on_list: Any) -> None:
+        self._inner = inner
+        self._on_list = on_list
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def list(self, tenant_id: str) -> Any:
+        listed = list(self._inner.list(tenant_id))
+        self._on_list()
+        return iter(listed)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "file"])
+def test_gc_keeps_an_object_referenced_by_a_snapshot_registered_mid_epoch(
+    db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
+) -> None:
+    old = write_tree(env, T, {"shared": "old content"})
+    backdate(env, [old, digest_of(b"old content")], store_kind)
+
+    def producer_registers() -> None:
+        # A producer reuses the old tree: it writes (refreshing) and registers.
+        with connect(db_url) as other:
+            root = write_tree(env, T, {"shared": "old content"})
+            register_snapshot(other, T, root, validate=False)
+
+    configure(db_url, RegisterDuringSweep(env, producer_registers))
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    drain(conn)
+    assert {old, digest_of(b"old content")} <= _objects(env)
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_gc_keeps_an_old_object_a_producer_references_without_rewriting(
+    db_url: str, env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """Even a producer that skips the write (a control plane that only
+    registers) is safe: registration waits for the batch lock and each batch
+    re-marks what was registered since the plan."""
+    old = write_tree(env, T, {"shared": "old content"})
+    backdate(env, [old, digest_of(b"old content")], "memory")
+
+    def register_only() -> None:
+        with connect(db_url) as other:
+            register_snapshot(other, T, old, validate=False)
+
+    configure(db_url, RegisterDuringSweep(env, register_only))
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    report = drain(conn)
+    assert {old, digest_of(b"old content")} <= _objects(env)
+    assert report.completed + report.failed == 1  # aborted or skipped them; never deleted
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_two_concurrent_epochs_for_one_tenant_never_both_delete(
+    db_url: str, env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    orphans = [env.put(T, f"orphan {n}".encode()) for n in range(20)]
+    backdate(env, orphans, "memory")
+    listed, proceed = threading.Event(), threading.Event()
+
+    def hold_first_sweep() -> None:
+        # The first sweep has planned; keep it running until the second is done.
+        listed.set()
+        assert proceed.wait(20)
+
+    configure(db_url, RegisterDuringSweep(env, hold_first_sweep))
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    reports: list[Any] = []
+    runner = threading.Thread(target=lambda: reports.append(drain(conn, concurrency=2)))
+    runner.start()
+    assert listed.wait(20)
+    with connect(db_url) as watcher:
+        wait_for(lambda: watcher.execute(
+            "SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone() == (1,),
+            what="the second sweep to finish")
+        skipped = watcher.execute("SELECT result FROM awc.jobs WHERE state = 'COMPLETED'"
+                                  ).fetchone()
+    proceed.set()
+    runner.join(30)
+    assert skipped is not None and skipped[0] == {"skipped": "epoch running"}
+    assert reports[0].completed == 2
+    epochs = conn.execute("SELECT state, deleted FROM awc.gc_epochs").fetchall()
+    assert epochs == [("COMPLETED", 20)]
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_a_stale_epoch_whose_holder_lost_its_lease_is_taken_over(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute("INSERT INTO awc.gc_epochs (tenant_id, holder_job_id, holder_token) "
+                 "VALUES (%s, 424242, gen_random_uuid())", (T,))
+    orphan = env.put(T, b"orphan")
+    backdate(env, [orphan], "memory")
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    drain(conn)
+    states = conn.execute("SELECT state FROM awc.gc_epochs ORDER BY id").fetchall()
+    assert states == [("ABORTED",), ("COMPLETED",)]
+    assert orphan not in _objects(env)
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_prune_kind_prunes_old_jobs(env: Any, conn: psycopg.Connection[Any]) -> None:
+    old = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - "
+                 "interval '30 days' WHERE id = %s", (old,))
+    # The tick's own hourly prune has just run, so only the job prunes.
+    conn.execute("UPDATE awc.maintenance SET last_run_at = now() WHERE step = 'prune'")
+    job_id = enqueue(conn, "prune")
+    drain(conn)
+    assert job_row(conn, job_id)["result"] == {"pruned": 1}

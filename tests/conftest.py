@@ -163,7 +163,7 @@ class MotoS3:
         self._cls = ThreadedMotoServer
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
-        host, self.port = self.server.get_host_and_port()
+        _, self.port = self.server.get_host_and_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:

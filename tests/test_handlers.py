@@ -77,7 +77,9 @@ def test_validate_intact_tree_is_ready(env: Any, conn: psycopg.Connection[Any]) 
     assert result is not None and result[0] == verdict
 
 
-def test_validate_missing_blob_is_failed_naming_it(env: Any, conn: psycopg.Connection[Any]) -> None:
+def test_validate_missing_blob_is_failed_naming_it(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
     root = write_tree(env, T, {"a": "kept", "b": "lost"})
     env.delete(T, digest_of(b"lost"))
     snap = register_snapshot(conn, T, root)
@@ -87,7 +89,9 @@ def test_validate_missing_blob_is_failed_naming_it(env: Any, conn: psycopg.Conne
     assert verdict["missing"] == [digest_of(b"lost")] and verdict["missing_count"] == 1
 
 
-def test_validate_corrupt_blob_is_failed_as_corrupt(env: Any, conn: psycopg.Connection[Any]) -> None:
+def test_validate_corrupt_blob_is_failed_as_corrupt(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
     root = write_tree(env, T, {"a": "original"})
     env.put_at(T, digest_of(b"original"), b"tampered")
     snap = register_snapshot(conn, T, root)
@@ -315,7 +319,8 @@ def test_bad_payloads_and_missing_ids_are_dead_lettered(
         f"Fail: snapshot {ghost} does not exist")
     assert job_row(conn, missing["workspace_expire"])["last_error"] == (
         f"Fail: workspace {ghost} does not exist")
-    assert job_row(conn, missing["gc_sweep"])["last_error"] == "Fail: tenant 'nobody' does not exist"
+    gc_error = job_row(conn, missing["gc_sweep"])["last_error"]
+    assert gc_error == "Fail: tenant 'nobody' does not exist"
 
 
 # -- garbage collection -----------------------------------------------------------------

@@ -53,44 +53,42 @@ def _database(directory: Path, database_url: str | None) -> tuple[str, Any]:
 
 
 def _seed(conn: Any, store: Any) -> dict[str, Any]:
-    """A tenant, two workspaces, four snapshots and one orphan object."""
+    """A tenant, two workspaces, four snapshots and one orphan object.
+
+    New snapshots go through the producer API (`handlers.producer.upload`),
+    which also enqueues their validation; two older READY snapshots stand for
+    the control plane's history.
+    """
+    from handlers.producer import create_workspace, ensure_tenant, upload
     from handlers.trees import write_tree
 
-    conn.execute("INSERT INTO awc.tenants (id) VALUES (%s)", (TENANT,))
+    ensure_tenant(conn, TENANT)
     now = datetime.now(UTC)
+    active = create_workspace(conn, TENANT, now + timedelta(days=30), keep_last=1)
+    lapsed = create_workspace(conn, TENANT, now - timedelta(minutes=5))
 
-    def workspace(expires_at: datetime, keep_last: int | None) -> Any:
-        row = conn.execute(
-            "INSERT INTO awc.workspaces (tenant_id, expires_at, keep_last) "
-            "VALUES (%s, %s, %s) RETURNING id", (TENANT, expires_at, keep_last)).fetchone()
-        return row[0]
-
-    def snapshot(workspace_id: Any, root: str, state: str, age_min: int) -> Any:
+    def history(root: str, age_min: int) -> Any:
         row = conn.execute(
             "INSERT INTO awc.snapshots (tenant_id, workspace_id, root_digest, state, created_at) "
-            "VALUES (%s, %s, %s, %s, now() - make_interval(mins => %s)) RETURNING id",
-            (TENANT, workspace_id, root, state, age_min)).fetchone()
+            "VALUES (%s, %s, %s, 'READY', now() - make_interval(mins => %s)) RETURNING id",
+            (TENANT, active, root, age_min)).fetchone()
         return row[0]
 
-    active = workspace(now + timedelta(days=30), keep_last=1)
-    lapsed = workspace(now - timedelta(minutes=5), keep_last=None)
+    superseded = history(write_tree(store, TENANT, {"index.html": "<h1>old</h1>"}), 60)
+    decaying = history(write_tree(store, TENANT, {"report.csv": "a,b\n1,2\n", "readme": "v1"}), 10)
     site: TreeSpec = {"index.html": "<h1>hello</h1>", "assets": {"app.js": "console.log(1)"}}
-    intact = write_tree(store, TENANT, site)
-    broken = write_tree(store, TENANT, {"data.bin": b"\x00" * 64, "notes.txt": "gone soon"})
+    _, broken = upload(conn, store, TENANT, {"data.bin": b"\x00" * 64, "notes.txt": "gone soon"},
+                       active)
+    _, intact = upload(conn, store, TENANT, site, active)
     store.delete(TENANT, _blob_digest("gone soon"))  # lost before validation
-    decaying = write_tree(store, TENANT, {"report.csv": "a,b\n1,2\n", "readme": "v1"})
-    oldest = write_tree(store, TENANT, {"index.html": "<h1>old</h1>"})
     store.put(TENANT, b"an object no snapshot references")
-    ids = {
-        "intact": snapshot(active, intact, "VALIDATING", 1),
-        "missing-object": snapshot(active, broken, "VALIDATING", 2),
-        "decays-before-scrub": snapshot(active, decaying, "READY", 10),
-        "superseded": snapshot(active, oldest, "READY", 60),
-    }
     # Decay: the store now holds other bytes under one of its digests.
     store.put_at(TENANT, _blob_digest("v1"), b"bit rot")
-    return {"snapshots": ids, "workspaces": {"active (keep_last=1)": active,
-                                             "lapsed": lapsed}}
+    return {
+        "snapshots": {"intact": intact, "missing-object": broken,
+                      "decays-before-scrub": decaying, "superseded": superseded},
+        "workspaces": {"active (keep_last=1)": active, "lapsed": lapsed},
+    }
 
 
 def _blob_digest(text: str) -> str:
@@ -100,14 +98,13 @@ def _blob_digest(text: str) -> str:
 
 
 def _enqueue_all(conn: Any, seeded: dict[str, Any]) -> None:
+    # The two snapshot_validate jobs were enqueued by the uploads.
     snaps, spaces = seeded["snapshots"], seeded["workspaces"]
-    enqueue(conn, "snapshot_validate", {"snapshot_id": str(snaps["intact"])}, priority=9)
-    enqueue(conn, "snapshot_validate", {"snapshot_id": str(snaps["missing-object"])}, priority=9)
     enqueue(conn, "snapshot_scrub", {"snapshot_id": str(snaps["decays-before-scrub"])}, priority=9)
     enqueue(conn, "workspace_expire", {"workspace_id": str(spaces["lapsed"])}, priority=9)
-    enqueue(conn, "snapshot_retain", {"snapshot_id": str(snaps["superseded"])}, priority=5)
-    enqueue(conn, "gc_sweep", {"tenant_id": TENANT}, priority=1)
-    enqueue(conn, "prune", {}, priority=0)
+    enqueue(conn, "snapshot_retain", {"snapshot_id": str(snaps["superseded"])}, priority=-1)
+    enqueue(conn, "gc_sweep", {"tenant_id": TENANT}, priority=-2)
+    enqueue(conn, "prune", {}, priority=-3)
 
 
 def _summary(result: Any) -> str:

@@ -239,3 +239,9 @@ def test_a_bad_handler_module_is_a_startup_error(awc_env: dict[str, str]) -> Non
     done = run_awc({**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,no_such_module_xyz"}, "tick")
     assert done.returncode == 1
     assert done.stderr.startswith("awc: AWC_HANDLER_MODULES: cannot import 'no_such_module_xyz'")
+
+
+def test_an_unknown_store_scheme_is_a_startup_error(awc_env: dict[str, str]) -> None:
+    done = run_awc({**awc_env, "AWC_CAS_URL": "ftp://files.example/x"}, "tick")
+    assert done.returncode == 1
+    assert done.stderr.startswith("awc: invalid setting AWC_CAS_URL: unknown scheme 'ftp'")

@@ -95,6 +95,60 @@ def tick_command(
         click.echo(report.summary())
 
 
+@cli.command("loop")
+@click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+def loop_command(concurrency: int | None) -> None:
+    """Run ticks continuously until SIGTERM/SIGINT (then drain and exit 0)."""
+    from tick.loop import run_loop
+
+    settings = load_settings(worker_concurrency=concurrency)
+    stop = threading.Event()
+    engines: list[Any] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+        for engine in engines:
+            engine.wake()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    run_loop(settings, stop, on_engine=engines.append)
+
+
+@cli.group("maintenance")
+def maintenance_group() -> None:
+    """Rescue expired leases and prune old jobs, without claiming any."""
+
+
+@maintenance_group.command("run")
+def maintenance_run() -> None:
+    """Run maintenance every AWC_MAINTENANCE_INTERVAL_SECS until a signal."""
+    from tick.loop import run_maintenance_role
+
+    settings = load_settings()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run_maintenance_role(settings, stop)
+
+
+@maintenance_group.command("tick")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def maintenance_tick(as_json: bool) -> None:
+    """Run maintenance once: rescue, and prune when due."""
+    from tick.maintenance import run_maintenance
+
+    settings = load_settings()
+    with _connect(settings) as conn:
+        done = run_maintenance(conn, settings.prune_after_secs)
+    data = {"rescued": done.rescued, "rescued_failed": done.rescued_failed,
+            "pruned": done.pruned}
+    if as_json:
+        _echo_json(data)
+    else:
+        click.echo(" ".join(f"{k}={v}" for k, v in data.items()))
+
+
 # -- schema ---------------------------------------------------------------------
 
 

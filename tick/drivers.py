@@ -24,8 +24,49 @@ def run_cli_tick(
     stop: threading.Event,
     on_engine: Callable[[Engine], Any] | None = None,
 ) -> TickReport:
-    """Start up in the SPEC §3 order and run one tick with the settings' budget."""
+    """Start up in the SPEC §3 order, run one tick with the settings' budget,
+    and export its metrics when a textfile or Pushgateway is configured."""
     began = time.monotonic()
+    exporting = bool(settings.metrics_textfile or settings.pushgateway_url)
+    metrics = None
+    if exporting:
+        from tick.metrics import Metrics  # prometheus-client only when asked for
+
+        metrics = Metrics()
+    ok = False
+    try:
+        report = _tick(settings, kinds, queues, stop, on_engine, began, metrics)
+        ok = True
+        return report
+    finally:
+        if metrics is not None:
+            _export(settings, metrics, time.monotonic() - began, ok)
+
+
+def _export(settings: Settings, metrics: Any, duration: float, ok: bool) -> None:
+    from tick.export import push, write_textfile
+
+    metrics.tick_finished("tick", duration, ok)
+    if settings.metrics_textfile:
+        write_textfile(metrics, settings.metrics_textfile, ok)
+    if settings.pushgateway_url:
+        try:
+            push(metrics, settings.pushgateway_url, settings.worker_id, ok)
+        except OSError as error:
+            # The tick's work is done and recorded; a missed push is only a gap.
+            StreamEvents(settings.log_format).log(
+                "warning", "pushgateway_failed", error=type(error).__name__)
+
+
+def _tick(
+    settings: Settings,
+    kinds: list[str],
+    queues: list[str],
+    stop: threading.Event,
+    on_engine: Callable[[Engine], Any] | None,
+    began: float,
+    metrics: Any,
+) -> TickReport:
     deadline = began + settings.tick_max_secs
     conn = open_database(settings)
     try:
@@ -35,6 +76,7 @@ def run_cli_tick(
             worker_id=settings.worker_id,
             registry=REGISTRY,
             events=StreamEvents(settings.log_format),
+            observer=metrics,
             maintenance=maintenance_for(settings.prune_after_secs),
         )
         if on_engine is not None:

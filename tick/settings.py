@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     migrate: Literal["auto", "check"] = "auto"
     prune_after_secs: Positive = 604800
     metrics_port: Port | None = None
+    metrics_address: str = "127.0.0.1"
     metrics_textfile: str | None = None
     pushgateway_url: str | None = None
     log_format: Literal["json", "text"] = "json"

@@ -1,0 +1,370 @@
+"""SPEC §7.2, §7.3, §9: `awc loop`, its supervisor, maintenance and metrics,
+as real processes with real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
+from tests.kinds import LEDGER_DDL
+from tick.db import connect
+from tick.maintenance import PRUNE_LOCK_KEY
+from tick.queue import enqueue, enqueue_many
+from tick.supervisor import Supervisor
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(awc_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def stop_loop(proc: subprocess.Popen[str], timeout: float = 30) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return out, err
+
+
+def started_after(conn: psycopg.Connection[Any], job_id: int) -> float | None:
+    row = conn.execute(
+        "SELECT extract(epoch FROM l.at - j.created_at) FROM test_ledger l "
+        "JOIN awc.jobs j ON j.id = l.job_id WHERE l.job_id = %s", (job_id,)).fetchone()
+    return None if row is None else float(row[0])
+
+
+def test_notify_starts_a_plain_sql_insert_within_a_second(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    proc = spawn({**awc_env, "AWC_WORKER_POLL_INTERVAL_MS": "60000"}, "loop")
+    try:
+        # Let the loop reach its idle wait, so only NOTIFY can wake it.
+        wait_for(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                      "query LIKE 'LISTEN%%'").fetchone() == (1,),
+                 what="the listener")
+        time.sleep(0.5)
+        row = conn.execute("INSERT INTO awc.jobs (kind, payload) VALUES ('ledger', '{}') "
+                           "RETURNING id").fetchone()
+        assert row is not None
+        latency = wait_for(lambda: started_after(conn, row[0]), timeout=5, what="the job")
+        assert latency < 1.0
+    finally:
+        stop_loop(proc)
+
+
+def test_without_notify_the_poll_interval_finds_the_job(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    proc = spawn({**awc_env, "AWC_WORKER_POLL_INTERVAL_MS": "2000"}, "loop")
+    try:
+        conn.execute("ALTER TABLE awc.jobs DISABLE TRIGGER jobs_notify")
+        time.sleep(2.5)  # the loop is idle and waiting
+        job_id = enqueue(conn, "ledger")
+        latency = wait_for(lambda: started_after(conn, job_id), timeout=10, what="the job")
+        assert latency <= 2.0 + 0.5
+    finally:
+        stop_loop(proc)
+
+
+def test_sigterm_lets_a_short_job_finish(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "sleep", {"seconds": 1})
+    proc = spawn({**awc_env, "AWC_STOP_GRACE_SECS": "5"}, "loop")
+    wait_for(lambda: started_after(conn, job_id) is not None, what="the job to start")
+    stop_loop(proc)
+    assert job_row(conn, job_id)["state"] == "COMPLETED"
+
+
+def test_sigterm_releases_a_job_past_the_grace_and_the_next_loop_runs_it_once(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "sleep", {"seconds": 3})
+    env = {**awc_env, "AWC_STOP_GRACE_SECS": "1"}
+    proc = spawn(env, "loop")
+    wait_for(lambda: started_after(conn, job_id) is not None, what="the job to start")
+    began = time.monotonic()
+    stop_loop(proc)
+    assert time.monotonic() - began < 1 + 5
+    job = job_row(conn, job_id)
+    assert (job["state"], job["attempts"]) == ("PENDING", 0)  # released, attempt refunded
+    conn.execute("UPDATE awc.jobs SET payload = '{\"seconds\": 0}'")
+    second = spawn(env, "loop")
+    wait_for(lambda: job_row(conn, job_id)["state"] == "COMPLETED", what="the rerun")
+    stop_loop(second)
+    assert job_row(conn, job_id)["attempts"] == 1
+    runs = conn.execute("SELECT count(*) FROM test_ledger").fetchone()
+    assert runs == (2,)  # the abandoned run and exactly one more
+
+
+def test_database_outage_is_survived_and_counted(tmp_path: Path) -> None:
+    from tick.embedded import EmbeddedPostgres
+    from tick.migrate import migrate
+
+    server = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="awc-outage-")) / "data", keep=False)
+    url = server.start()
+    port = free_port()
+    try:
+        with connect(url) as conn:
+            migrate(conn)
+            conn.execute(LEDGER_DDL)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+        env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="tests.kinds",
+                   PYTHONPATH=str(ROOT), AWC_METRICS_PORT=str(port),
+                   AWC_WORKER_POLL_INTERVAL_MS="500", AWC_MAINTENANCE_INTERVAL_SECS="1")
+        proc = spawn(env, "loop")
+        wait_for(lambda: _up(f"http://127.0.0.1:{port}/readyz"), what="readiness")
+        server.pause()
+        time.sleep(4)
+        assert proc.poll() is None, "the loop exited during the outage"
+        server.resume()
+        with connect(url) as conn:
+            ids = enqueue_many(conn, [{"kind": "ledger"}] * 20)
+            wait_for(lambda: conn.execute(
+                "SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone() == (20,),
+                timeout=30, what="jobs enqueued after the restart")
+            assert sorted(r[0] for r in conn.execute(
+                "SELECT job_id FROM test_ledger").fetchall()) == sorted(ids)
+        status, metrics = get(f"http://127.0.0.1:{port}/metrics")
+        errors = [ln for ln in metrics.splitlines() if ln.startswith("awc_api_errors_total")]
+        assert status == 200 and errors
+        assert sum(float(ln.rsplit(" ", 1)[1]) for ln in errors) >= 1
+        assert get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        stop_loop(proc)
+    finally:
+        server.stop()
+
+
+def test_metrics_endpoint_after_a_mixed_run(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    port = free_port()
+    enqueue_many(conn, [{"kind": "ledger"}] * 3 + [{"kind": "fail"}, {"kind": "boom"}])
+    proc = spawn({**awc_env, "AWC_METRICS_PORT": str(port)}, "loop")
+    try:
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE attempts > 0"
+                                      ).fetchone() == (5,), what="the known kinds to run")
+        # Then 200 kinds nobody handles: more label sets than an instrument keeps.
+        enqueue_many(conn, [{"kind": f"unknown-{n}"} for n in range(200)])
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE attempts > 0"
+                                      ).fetchone() == (205,), what="every job to run")
+        wait_for(lambda: _up(f"http://127.0.0.1:{port}/metrics") and
+                 "awc_tick_last_success_timestamp_seconds{driver=\"loop\"}"
+                 in get(f"http://127.0.0.1:{port}/metrics")[1], what="a reported tick")
+        status, text = get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        stop_loop(proc)
+    assert status == 200
+    samples = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
+               for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert samples['awc_background_jobs_total{kind="ledger",outcome="completed"}'] == 3
+    assert samples['awc_background_jobs_total{kind="fail",outcome="failed"}'] == 1
+    assert samples['awc_background_jobs_total{kind="boom",outcome="retried"}'] == 1
+    overflow = samples['awc_background_jobs_total{kind="cardinality_overflow",'
+                       'outcome="cardinality_overflow"}']
+    kinds = {ln.split('kind="')[1].split('"')[0] for ln in samples
+             if ln.startswith("awc_background_jobs_total")}
+    assert len(kinds) <= 128 and overflow >= 200 - 128
+    for name in ("awc_background_job_lag_seconds", "awc_job_duration_seconds_bucket",
+                 "awc_job_wait_seconds_bucket", "awc_tick_duration_seconds_bucket",
+                 "awc_tick_last_success_timestamp_seconds"):
+        assert any(s.startswith(name) for s in samples), name
+    assert any(s.startswith('awc_tick_duration_seconds_count{driver="loop"}') for s in samples)
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian package prometheus) is not installed; .ci/run installs it")
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                             text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_supervisor_gives_up_on_a_part_that_always_crashes() -> None:
+    from tick.health import make_server, serve_until
+
+    stop = threading.Event()
+    sup = Supervisor(stop, base_delay=0.02, max_delay=1, healthy_secs=60)
+    runs: list[float] = []
+
+    def crasher(stop: threading.Event) -> None:
+        runs.append(time.monotonic())
+        raise RuntimeError("always")
+
+    def steady(stop: threading.Event) -> None:
+        stop.wait()
+
+    sup.add("crasher", crasher)
+    sup.add("steady", steady)
+    port = free_port()
+    server = make_server("127.0.0.1", port, sup, lambda: b"")
+    sup.add("metrics-server", lambda s: serve_until(server, s))
+    try:
+        wait_for(lambda: sup.dead() == ["crasher"], timeout=10, what="the part to be given up")
+        state = sup.parts["crasher"]
+        assert len(runs) == 6 and state.total_restarts == 5
+        assert state.delays == sorted(state.delays)  # growing backoff
+        code, body = get(f"http://127.0.0.1:{port}/readyz")
+        assert code == 503 and json.loads(body)["dead"] == ["crasher"]
+        code, body = get(f"http://127.0.0.1:{port}/healthz")
+        assert code == 200 and json.loads(body)["parts"]["steady"] == "running"
+    finally:
+        stop.set()
+        assert sup.join(5) == []
+
+
+def test_supervisor_resets_the_budget_after_a_healthy_run() -> None:
+    stop = threading.Event()
+    sup = Supervisor(stop, base_delay=0.01, healthy_secs=0.2, budget=2)
+    runs = {"n": 0}
+
+    def flaky(stop: threading.Event) -> None:
+        runs["n"] += 1
+        if runs["n"] in (1, 2):
+            raise RuntimeError("early crash")
+        if runs["n"] == 3:
+            time.sleep(0.3)  # a healthy stretch, then a crash
+            raise RuntimeError("late crash")
+        stop.wait()
+
+    sup.add("flaky", flaky)
+    try:
+        wait_for(lambda: runs["n"] == 4, timeout=5, what="the fourth run")
+        state = sup.parts["flaky"]
+        assert state.status == "running" and state.restarts == 1 and state.total_restarts == 3
+        assert sup.dead() == []
+    finally:
+        stop.set()
+        sup.join(5)
+
+
+def test_tick_writes_a_textfile_and_keeps_the_last_success_after_a_failure(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "awc.prom"
+    enqueue(conn, "noop")
+    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path)}, "tick")
+    assert done.returncode == 0, done.stderr
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines()
+                if ln.startswith('awc_tick_last_success_timestamp_seconds{driver="tick"}'))
+    first = float(line.rsplit(" ", 1)[1])
+    assert abs(first - time.time()) < 60
+    assert 'awc_background_jobs_total{kind="noop",outcome="completed"} 1.0' in text
+    failed = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path),
+                      "DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/x"}, "tick")
+    assert failed.returncode == 1
+    kept = next(ln for ln in path.read_text().splitlines()
+                if ln.startswith('awc_tick_last_success_timestamp_seconds{driver="tick"}'))
+    assert float(kept.rsplit(" ", 1)[1]) == first
+    promtool = shutil.which("promtool")
+    if promtool:
+        checked = subprocess.run([promtool, "check", "metrics"], input=text,
+                                 capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_tick_pushes_to_a_real_pushgateway(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    binary = shutil.which("prometheus-pushgateway")
+    if binary is None:
+        pytest.skip("prometheus-pushgateway (Debian package) is not installed; .ci/run installs it")
+    port = free_port()
+    gateway = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _up(f"http://127.0.0.1:{port}/-/ready"), what="the pushgateway")
+        enqueue(conn, "noop")
+        url = f"http://127.0.0.1:{port}"
+        assert run_awc({**awc_env, "AWC_PUSHGATEWAY_URL": url}, "tick").returncode == 0
+        _, text = get(f"{url}/metrics")
+        assert 'awc_background_jobs_total{instance="awc-worker",job="awc_tick",kind="noop",' \
+               'outcome="completed"} 1' in text
+        success = [ln for ln in text.splitlines()
+                   if ln.startswith("awc_tick_last_success_timestamp_seconds")]
+        assert len(success) == 1
+        failed = run_awc({**awc_env, "AWC_PUSHGATEWAY_URL": url, "AWC_TICK_MAX_JOBS": "1",
+                          "DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/x"}, "tick")
+        assert failed.returncode == 1
+        _, after = get(f"{url}/metrics")
+        assert [ln for ln in after.splitlines()
+                if ln.startswith("awc_tick_last_success_timestamp_seconds")] == success
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+
+
+def _up(url: str) -> bool:
+    try:
+        return get(url)[0] == 200
+    except OSError:
+        return False
+
+
+def test_maintenance_run_rescues_and_prunes_but_never_claims(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    expired = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, "
+                 "claim_token = gen_random_uuid(), locked_until = now() - interval '1 minute' "
+                 "WHERE id = %s", (expired,))
+    old = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - "
+                 "interval '30 days' WHERE id = %s", (old,))
+    ready = enqueue(conn, "noop")
+    proc = spawn({**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "1"}, "maintenance", "run")
+    try:
+        wait_for(lambda: job_row(conn, expired)["state"] == "PENDING", what="the rescue")
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s",
+                                      (old,)).fetchone() == (0,), what="the prune")
+        time.sleep(1.5)
+        assert job_row(conn, ready)["attempts"] == 0  # never claimed
+        assert job_row(conn, expired)["attempts"] == 1
+    finally:
+        stop_loop(proc)
+
+
+def test_two_maintenance_processes_never_prune_at_once(
+    db_url: str, conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    old = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - "
+                 "interval '30 days' WHERE id = %s", (old,))
+    with connect(db_url) as holder, holder.transaction():
+        # Another process is pruning: it holds the prune lock.
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (PRUNE_LOCK_KEY,))
+        blocked = run_awc(awc_env, "maintenance", "tick", "--json")
+        assert blocked.returncode == 0, blocked.stderr
+        assert json.loads(blocked.stdout)["pruned"] == 0
+    done = run_awc(awc_env, "maintenance", "tick", "--json")
+    assert json.loads(done.stdout)["pruned"] == 1
+    again = run_awc(awc_env, "maintenance", "tick", "--json")
+    assert json.loads(again.stdout)["pruned"] == 0  # at most once an hour

@@ -1,0 +1,172 @@
+"""`awc loop` and `awc maintenance run` (SPEC §7.2, §7.3): the long-running roles.
+
+The loop is the tick engine run continuously: a slot that frees is refilled
+by the next claim, and once the queue drains the engine waits for `NOTIFY
+awc_jobs` (the listener part wakes it) or the poll interval. Parts run under
+the supervisor; a lost database is counted and retried, never fatal.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tick.db import connect
+from tick.engine import Engine, RunSpec
+from tick.errors import DatabaseError
+from tick.events import EventSink, StreamEvents
+from tick.maintenance import run_maintenance
+from tick.metrics import Metrics
+from tick.registry import REGISTRY
+from tick.report import TickReport
+from tick.settings import Settings
+from tick.startup import open_database, prepare_handlers
+from tick.supervisor import Supervisor
+
+LISTEN_CHANNEL = "awc_jobs"
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.25 * 2 ** attempt, 10.0))
+
+
+def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
+    """LISTEN on a dedicated connection and wake the engine on each NOTIFY.
+
+    Behind a transaction-pooling proxy notifications never arrive; the poll
+    interval still finds the work.
+    """
+
+    def part(stop: threading.Event) -> None:
+        import psycopg
+
+        attempt = 0
+        while not stop.is_set():
+            try:
+                with connect(settings.dsn(), prepare=False) as conn:
+                    conn.execute(f"LISTEN {LISTEN_CHANNEL}")
+                    attempt = 0
+                    engine.wake()  # anything inserted while we were not listening
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            engine.wake()
+            except (psycopg.Error, DatabaseError) as error:
+                metrics.api_error("listener")
+                events.log("warning", "listener_lost", error=type(error).__name__)
+                stop.wait(_backoff(attempt))
+                attempt += 1
+
+    return part
+
+
+def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) -> Any:
+    """Rescue and prune every `AWC_MAINTENANCE_INTERVAL_SECS`, on its own connection."""
+
+    def part(stop: threading.Event) -> None:
+        conn = None
+        while not stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+                done = run_maintenance(conn, settings.prune_after_secs)
+                if done.rescued or done.rescued_failed or done.pruned:
+                    events.log("info", "maintenance", rescued=done.rescued,
+                               rescued_failed=done.rescued_failed, pruned=done.pruned)
+            except Exception as error:
+                import psycopg
+
+                if not isinstance(error, psycopg.Error | DatabaseError):
+                    raise
+                metrics.api_error("maintenance")
+                events.log("warning", "maintenance_failed", error=type(error).__name__)
+                if conn is not None:
+                    conn.close()
+                conn = None
+            stop.wait(settings.maintenance_interval_secs)
+        if conn is not None:
+            conn.close()
+
+    return part
+
+
+def metrics_part(settings: Settings, supervisor: Supervisor, metrics: Metrics) -> Any:
+    """Serve /metrics, /healthz and /readyz when AWC_METRICS_PORT is set."""
+    from tick.health import make_server, serve_until
+
+    def part(stop: threading.Event) -> None:
+        assert settings.metrics_port is not None
+        server = make_server(settings.metrics_address, settings.metrics_port, supervisor,
+                             metrics.exposition)
+        serve_until(server, stop)
+
+    return part
+
+
+def run_loop(settings: Settings, stop: threading.Event, *, on_engine: Any = None) -> None:
+    """Start up (SPEC §3), run the supervised parts until `stop`, drain, return."""
+    events = StreamEvents(settings.log_format)
+    metrics = Metrics()
+    conn = open_database(settings)
+    prepare_handlers(settings, store_required=True)
+    engine = Engine(
+        conn,
+        worker_id=settings.worker_id,
+        registry=REGISTRY,
+        events=events,
+        observer=metrics,
+        reconnect=lambda: connect(settings.dsn(), prepare=settings.db_prepare),
+    )
+    if on_engine is not None:
+        on_engine(engine)
+
+    def report(tick: TickReport) -> None:
+        metrics.tick_finished("loop", tick.duration_s, ok=True)
+        events.log("info", "tick", driver="loop", **tick.as_dict())
+
+    def tick_runner(stop: threading.Event) -> None:
+        spec = RunSpec(
+            concurrency=settings.worker_concurrency,
+            lease_secs=settings.worker_lease_secs,
+            stop_grace_secs=settings.stop_grace_secs,
+            continuous=True,
+            poll_interval_s=settings.worker_poll_interval_ms / 1000,
+            on_report=report,
+        )
+        if engine.conn.closed:
+            engine.conn = connect(settings.dsn(), prepare=settings.db_prepare)
+        began = time.monotonic()
+        try:
+            last = engine.run(spec, stop)
+        except DatabaseError:
+            metrics.api_error("database")
+            metrics.tick_finished("loop", time.monotonic() - began, ok=False)
+            raise
+        if last.claimed:
+            report(last)
+
+    supervisor = Supervisor(stop, events=events)
+    supervisor.add("tick-runner", tick_runner)
+    supervisor.add("listener", listener_part(settings, engine, metrics, events))
+    supervisor.add("maintenance", maintenance_part(settings, metrics, events))
+    if settings.metrics_port is not None:
+        supervisor.add("metrics-server", metrics_part(settings, supervisor, metrics))
+    events.log("info", "loop_started", worker_id=settings.worker_id,
+               concurrency=settings.worker_concurrency)
+    stop.wait()
+    stragglers = supervisor.join(settings.stop_grace_secs + 10)
+    events.log("info", "loop_stopped", stragglers=stragglers)
+    engine.conn.close()
+
+
+def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
+    """`awc maintenance run`: maintenance only, never a claim."""
+    events = StreamEvents(settings.log_format)
+    metrics = Metrics()
+    open_database(settings).close()  # connect and migrate first (SPEC §3)
+    supervisor = Supervisor(stop, events=events)
+    supervisor.add("maintenance", maintenance_part(settings, metrics, events))
+    if settings.metrics_port is not None:
+        supervisor.add("metrics-server", metrics_part(settings, supervisor, metrics))
+    stop.wait()
+    supervisor.join(10)

@@ -1,0 +1,12 @@
+-- Queue gauges (awc_queue_ready_jobs, awc_queue_oldest_ready_age_seconds) by
+-- kind. Reads ready jobs through jobs_ready_idx, at most 100,000 of them, so a
+-- scrape never scans the table: past that the counts saturate.
+SELECT kind, count(*), extract(epoch FROM now() - min(run_at))::float8
+FROM (
+    SELECT kind, run_at
+    FROM awc.jobs
+    WHERE state = 'PENDING' AND run_at <= now()
+    ORDER BY priority DESC, run_at, id
+    LIMIT 100000
+) AS ready
+GROUP BY kind

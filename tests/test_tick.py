@@ -363,3 +363,36 @@ def test_every_job_completes_exactly_once(conn: psycopg.Connection[Any], concurr
     assert sorted(seen) == sorted(ids)
     done = conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone()
     assert done == (300,)
+
+
+def test_after_the_stop_grace_a_job_is_released_and_its_handler_refused(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from tick.engine import Engine, RunSpec
+
+    refused: list[str] = []
+    entered = threading.Event()
+
+    def stubborn(ctx: JobContext, p: Any) -> dict[str, bool]:
+        entered.set()
+        time.sleep(1.5)  # ignores the stop and outlives the grace
+        try:
+            ctx.heartbeat()
+        except LeaseLost:
+            refused.append("heartbeat")
+        return {"late": True}
+
+    job_id = enqueue(conn, "stubborn")
+    stop = threading.Event()
+    engine = Engine(conn, registry=registry_with(stubborn=stubborn))
+    spec = RunSpec(continuous=True, stop_grace_secs=0.5, poll_interval_s=0.1)
+    threading.Thread(target=lambda: (entered.wait(10), stop.set())).start()
+    report = engine.run(spec, stop)
+    assert (report.released, report.stop_reason) == (1, "stopped")
+    job = job_row(conn, job_id)
+    assert (job["state"], job["attempts"], job["result"]) == ("PENDING", 0, None)
+    wait_for_list = time.monotonic() + 5
+    while not refused and time.monotonic() < wait_for_list:
+        time.sleep(0.05)
+    assert refused == ["heartbeat"]
+    assert job_row(conn, job_id)["result"] is None  # its late outcome was dropped

@@ -54,7 +54,8 @@ class EmbeddedPostgres:
 
         _commands.pg_ctl(  # type: ignore[attr-defined]
             ["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,
-                         user=self._server.system_user)
+            user=self._server.system_user,
+        )
 
     def resume(self) -> None:
         """Start the server again after `pause`, on the same socket."""

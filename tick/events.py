@@ -15,6 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+# Metric label rules shared by every exporter (SPEC §9): an instrument keeps
+# at most this many label sets; later ones are recorded under OVERFLOW.
+LABEL_SET_LIMIT = 128
+OVERFLOW = "cardinality_overflow"
+
 LEVELS = {
     "completed": "info",
     "retried": "warning",

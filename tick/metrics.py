@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from tick.events import JobEvent
+from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent
 
 if TYPE_CHECKING:
     from prometheus_client.metrics import MetricWrapperBase
-
-LABEL_SET_LIMIT = 128
-OVERFLOW = "cardinality_overflow"
 OUTCOMES = frozenset({"completed", "failed", "cancelled", "retried", "discarded", "other"})
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
 TICK_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)

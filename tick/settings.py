@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     )
 
     database_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_URL")
+    # A file holding the connection string, read when DATABASE_URL is unset:
+    # systemd's LoadCredential= hands it over this way, with no shell.
+    database_url_file: str | None = None
     cas_url: str | None = None
     worker_id: str = Field(default="awc-worker", min_length=1, max_length=200)
     worker_concurrency: int = Field(default=4, ge=1, le=256)
@@ -87,6 +90,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",
+        "database_url_file",
         "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url",
         mode="before",
     )
@@ -129,9 +133,20 @@ class Settings(BaseSettings):
 
     def dsn(self) -> str:
         """The connection string; a clear error when it is required but unset."""
-        if self.database_url is None:
-            raise SettingsError("DATABASE_URL is required but not set")
-        return self.database_url.get_secret_value()
+        if self.database_url is not None:
+            return self.database_url.get_secret_value()
+        if self.database_url_file is not None:
+            try:
+                with open(self.database_url_file, encoding="utf-8") as source:
+                    text = source.read().strip()
+            except OSError as error:
+                raise SettingsError(
+                    f"AWC_DATABASE_URL_FILE: cannot read the file ({error.strerror})"
+                ) from None
+            if not text:
+                raise SettingsError("AWC_DATABASE_URL_FILE: the file is empty")
+            return text
+        raise SettingsError("DATABASE_URL is required but not set")
 
     def require_cas_url(self) -> str:
         """`AWC_CAS_URL`, required by the commands that run jobs."""

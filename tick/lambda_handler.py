@@ -1,0 +1,258 @@
+"""The AWS Lambda entry point (SPEC §8): one tick per invocation.
+
+`template.yaml` names `tick.lambda_handler.handler`. The deadline is the
+invocation's remaining time less `AWC_LAMBDA_MARGIN_SECS`. The connection is
+opened on first use, kept across warm invocations, pinged before each tick
+and reopened when broken; migrations run on a cold start only. Job failures
+are data in the returned report; only infrastructure faults (the database,
+a bad setting, a malformed event) raise, so Lambda counts an error.
+
+This module imports neither click nor prometheus-client, and boto3 only when
+the object store is S3 or the connection comes from Secrets Manager.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tick.engine import Engine, RunSpec
+from tick.errors import DatabaseError, SettingsError
+from tick.events import LABEL_SET_LIMIT, LEVELS, OVERFLOW, JobEvent
+from tick.report import TickReport
+from tick.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    import psycopg
+
+NAMESPACE = "awc"
+logger = Logger(service="awc")
+metrics = Metrics(namespace=NAMESPACE, service="awc")
+
+
+class TickEvent(BaseModel):
+    """The keys of an invocation event that narrow the tick; others are ignored
+    (AWS envelopes carry many)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    max_jobs: int | None = Field(default=None, gt=0)
+    kinds: list[str] | None = None
+    queues: list[str] | None = None
+    # Set by awc's schedule Input (template.yaml).
+    execution_id: str | None = None
+    scheduled_time: str | None = None
+
+
+def parse_event(event: Any) -> tuple[TickEvent, str | None]:
+    """The validated event and its correlation id; `ValueError` if malformed."""
+    if event is None:
+        event = {}
+    if not isinstance(event, dict):
+        raise ValueError("invalid event: expected a JSON object")
+    try:
+        parsed = TickEvent.model_validate(event)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in error.errors(include_input=False, include_url=False)
+        )
+        raise ValueError(f"invalid event: {problems}") from None
+    correlation = parsed.execution_id
+    if correlation is None and event.get("source") == "aws.events":
+        correlation = str(event.get("id")) if event.get("id") else None
+    return parsed, correlation
+
+
+class LambdaEvents:
+    """Job events and log lines through the powertools Logger (JSON, with the
+    Lambda context and correlation id)."""
+
+    def jobs(self, events: Any) -> None:
+        for e in events:
+            self.log(LEVELS.get(e.outcome, "info"), f"job_{e.job_id}", kind=e.kind,
+                     outcome=e.outcome, state=e.state, attempts=e.attempts,
+                     duration_ms=round(e.duration_s * 1000, 3))
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        write = {"warning": logger.warning, "error": logger.error}.get(level, logger.info)
+        write(event, extra={"event": event, **fields})
+
+
+@dataclass
+class LambdaObserver:
+    """Collects the SPEC §9 figures of one invocation for EMF."""
+
+    outcomes: Tally[tuple[str, str]] = field(default_factory=Tally)
+    api_errors: Tally[str] = field(default_factory=Tally)
+
+    def claimed(self, kind: str, wait_s: float) -> None:
+        pass
+
+    def processed(self, events: list[JobEvent]) -> None:
+        for e in events:
+            self.outcomes[(e.kind, e.outcome)] += 1
+
+    def api_error(self, component: str) -> None:
+        self.api_errors[component] += 1
+
+    def publish(self) -> None:
+        """One EMF record per kind and outcome (at most 128, then overflow)."""
+        kept: Tally[tuple[str, str]] = Tally()
+        for n, (key, count) in enumerate(sorted(self.outcomes.items())):
+            kept[key if n < LABEL_SET_LIMIT - 1 else (OVERFLOW, OVERFLOW)] += count
+        for (kind, outcome), count in kept.items():
+            with single_metric(name="BackgroundJobs", unit=MetricUnit.Count, value=count,
+                               namespace=NAMESPACE) as metric:
+                metric.add_dimension(name="kind", value=kind)
+                metric.add_dimension(name="outcome", value=outcome)
+        for component, count in self.api_errors.items():
+            with single_metric(name="ApiErrors", unit=MetricUnit.Count, value=count,
+                               namespace=NAMESPACE) as metric:
+                metric.add_dimension(name="component", value=component)
+
+
+@dataclass
+class Warm:
+    """What survives between warm invocations of one execution environment."""
+
+    settings: Settings | None = None
+    conn: psycopg.Connection[Any] | None = None
+    engine: Engine | None = None
+    migrated: bool = False
+    connects: int = 0
+
+    def load(self) -> Settings:
+        if self.settings is None:
+            settings = load_settings()
+            settings.require_cas_url()
+            if settings.database_secret_arn is None:
+                settings.dsn()  # fail now, clearly, if it is missing
+            from tick.startup import prepare_handlers
+
+            prepare_handlers(settings, store_required=True)
+            self.settings = settings
+        return self.settings
+
+    def connection(self, settings: Settings) -> psycopg.Connection[Any]:
+        """The warm connection, pinged; reopened when it broke."""
+        import psycopg
+
+        if self.conn is not None and not self.conn.closed:
+            try:
+                self.conn.execute("SELECT 1")
+                return self.conn
+            except psycopg.Error:
+                logger.warning("database connection lost; reconnecting",
+                               extra={"event": "database_reconnect"})
+            self.conn.close()
+        from tick.db import connect
+        from tick.migrate import migrate
+
+        conn = connect(_dsn(settings), prepare=settings.db_prepare)
+        if not self.migrated:  # cold start only
+            try:
+                migrate(conn, settings.migrate)
+            except BaseException:
+                conn.close()
+                raise
+            self.migrated = True
+        self.conn = conn
+        self.connects += 1
+        if self.engine is not None:
+            self.engine.conn = conn
+        return conn
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+
+WARM = Warm()
+
+
+def _dsn(settings: Settings) -> str:
+    """DATABASE_URL, or the Secrets Manager secret (a URL or RDS's JSON)."""
+    if settings.database_secret_arn is None:
+        return settings.dsn()
+    from aws_lambda_powertools.utilities import parameters
+    from psycopg.conninfo import make_conninfo
+
+    try:
+        value = parameters.get_secret(settings.database_secret_arn, max_age=300)
+    except Exception as error:
+        raise SettingsError(
+            f"AWC_DATABASE_SECRET_ARN: cannot read the secret ({type(error).__name__})"
+        ) from None
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+            return make_conninfo(host=doc["host"], port=str(doc.get("port", 5432)),
+                                 user=doc["username"], password=doc["password"],
+                                 dbname=doc.get("dbname", "postgres"))
+        except (ValueError, KeyError):
+            raise SettingsError(
+                "AWC_DATABASE_SECRET_ARN: the secret is JSON without host, username, password"
+            ) from None
+    return text.strip()
+
+
+@metrics.log_metrics(capture_cold_start_metric=True)
+@logger.inject_lambda_context(log_event=False)
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """Run one tick and return its report (SPEC §6 keys)."""
+    began = time.monotonic()
+    parsed, correlation = parse_event(event)
+    logger.set_correlation_id(correlation)
+    settings = WARM.load()
+    remaining = context.get_remaining_time_in_millis() / 1000
+    deadline = began + remaining - settings.lambda_margin_secs
+    observer = LambdaObserver()
+    conn = WARM.connection(settings)
+    if WARM.engine is None:
+        from tick.registry import REGISTRY
+        from tick.run_once import maintenance_for
+
+        WARM.engine = Engine(conn, worker_id=settings.worker_id, registry=REGISTRY,
+                             events=LambdaEvents(),
+                             maintenance=maintenance_for(settings.prune_after_secs))
+    engine = WARM.engine
+    engine.observer = observer
+    spec = RunSpec(
+        max_jobs=parsed.max_jobs or settings.tick_max_jobs,
+        deadline=deadline,
+        concurrency=settings.worker_concurrency,
+        lease_secs=settings.worker_lease_secs,
+        kinds=parsed.kinds or None,
+        queues=parsed.queues or None,
+        stop_grace_secs=settings.stop_grace_secs,
+    )
+    try:
+        report = engine.run(spec)
+    except DatabaseError:
+        observer.api_error("database")
+        observer.publish()
+        WARM.drop()
+        raise
+    _publish(report, observer)
+    logger.info("tick", extra={"event": "tick", "driver": "lambda", **report.as_dict()})
+    return report.as_dict()
+
+
+def _publish(report: TickReport, observer: LambdaObserver) -> None:
+    observer.publish()
+    for name in ("claimed", "completed", "retried", "failed", "cancelled", "released",
+                 "discarded", "rescued", "pruned"):
+        metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
+                           value=getattr(report, name))
+    metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)
+    metrics.add_metric(name="TickLastSuccess", unit=MetricUnit.Count, value=1)

@@ -110,7 +110,8 @@ def _unit_dir(tmp_path: Path) -> Path:
 def test_systemd_units_verify_without_a_warning(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze (Debian package systemd) is not installed; .ci/run installs it")
+        pytest.skip("systemd-analyze (Debian package systemd) is not installed; "
+                    ".ci/run installs it")
     units = _unit_dir(tmp_path)
     names = sorted(p.name for p in units.iterdir())
     assert names == ["awc-loop.service", "awc-tick.service", "awc-tick.timer"]
@@ -125,7 +126,8 @@ def test_units_say_what_the_spec_asks() -> None:
     timer = (CRON / "awc-tick.timer").read_text()
     loop = (CRON / "awc-loop.service").read_text()
     assert "Type=oneshot" in tick and "TimeoutStartSec=" in tick
-    assert "LoadCredential=database-url:" in tick and "AWC_DATABASE_URL_FILE=%d/database-url" in tick
+    assert "LoadCredential=database-url:" in tick
+    assert "AWC_DATABASE_URL_FILE=%d/database-url" in tick
     for hardening in ("ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes"):
         assert hardening in tick and hardening in loop
     for line in ("OnCalendar=*-*-* *:*:00", "AccuracySec=1s", "Persistent=true",

@@ -31,6 +31,7 @@ class JobContext:
         "_abandoned",
         "_cancelled",
         "_deadline",
+        "_event",
         "_extend",
         "_lost",
         "_stopping",
@@ -60,7 +61,10 @@ class JobContext:
         self.max_attempts = max_attempts
         self._deadline = deadline  # time.monotonic() instant
         self._extend = extend
-        self._cancelled = threading.Event()
+        # A plain flag, plus an Event made only if a handler waits on it: a
+        # busy engine creates tens of thousands of contexts a second.
+        self._cancelled = False
+        self._event: threading.Event | None = None
         self._stopping = False
         self._lost = False
         self._abandoned = False
@@ -78,7 +82,7 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once the job should stop: deadline, cancel, lost lease or shutdown."""
-        return self._cancelled.is_set() or time.monotonic() >= self._deadline
+        return self._cancelled or time.monotonic() >= self._deadline
 
     def check(self) -> None:
         """Raise `JobCancelled` (or `LeaseLost`) once `cancelled` is true."""
@@ -99,8 +103,13 @@ class JobContext:
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True if cancelled."""
+        event = self._event
+        if event is None:
+            event = self._event = threading.Event()
+        if self._cancelled:  # set before the event existed
+            return True
         limit = min(seconds, max(self.remaining(), 0.0))
-        return self._cancelled.wait(limit) or self.cancelled
+        return event.wait(limit) or self.cancelled
 
     # The engine's side -------------------------------------------------------
 
@@ -108,17 +117,25 @@ class JobContext:
         """Ask the handler to stop (engine use)."""
         if stopping:
             self._stopping = True
-        self._cancelled.set()
+        self._set_cancelled()
 
     def mark_lost(self) -> None:
         """The claim no longer holds the job (engine use)."""
         self._lost = True
-        self._cancelled.set()
+        self._set_cancelled()
 
     def abandon(self) -> None:
         """The engine gave up on the handler; its later writes are refused."""
         self._abandoned = True
-        self._cancelled.set()
+        self._set_cancelled()
+
+    def _set_cancelled(self) -> None:
+        # Flag first, then the event: a waiter that made its event after this
+        # read sees the flag (see wait()).
+        self._cancelled = True
+        event = self._event
+        if event is not None:
+            event.set()
 
     @property
     def abandoned(self) -> bool:

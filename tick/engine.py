@@ -21,6 +21,7 @@ import json
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
@@ -54,6 +55,8 @@ MIN_CLAIM_SECS = 1.0
 FENCE_CHECK_SECS = 2.0
 # Longest the coordinator sleeps without looking at deadlines and stop.
 MAX_WAIT_SECS = 0.5
+# How long the coordinator waits for more outcomes once one arrived.
+GATHER_SECS = 0.002
 DEADLINE_ERROR = error_text("DeadlineExceeded", "deadline exceeded")
 
 
@@ -102,13 +105,13 @@ class RunSpec:
 class _Run:
     """One claimed job from claim to recorded outcome."""
 
-    __slots__ = ("ctx", "duration", "handler", "outcome", "row", "slot", "started")
+    __slots__ = ("ctx", "duration", "handler", "jitter", "outcome", "row", "started")
 
-    def __init__(self, row: ClaimedRow, ctx: JobContext, handler: Handler, slot: _Slot) -> None:
+    def __init__(self, row: ClaimedRow, ctx: JobContext, handler: Handler, jitter: Jitter) -> None:
         self.row = row
         self.ctx = ctx
         self.handler = handler
-        self.slot = slot
+        self.jitter = jitter  # the jitter stream of the slot named in the claim
         self.started = 0.0
         self.duration = 0.0
         # (Record, detail, retry delay): detail is the result JSON or the error.
@@ -125,49 +128,106 @@ class _Heartbeat:
 _WAKE = object()
 
 
-class _Slot:
-    """A concurrency slot: a name (worker id `-n`), a jitter stream, a thread."""
+class _Pool:
+    """The threads that run handlers, one job at a time each.
 
-    def __init__(self, name: str, jitter: Jitter, outbox: SimpleQueue[Any]) -> None:
-        self.name = name
-        self.jitter = jitter
-        self.inbox: SimpleQueue[_Run | None] = SimpleQueue()
+    Claimed jobs wait in one shared deque. At most one thread is on its way
+    (woken or starting) at any moment: a thread that takes a job and sees more
+    waiting calls the next one. Short jobs are thus drained by a few threads
+    instead of waking one per job and fighting over the GIL; long jobs still
+    gain a thread per wake-up (tens of microseconds), so none waits behind
+    another (no head-of-line blocking). A thread whose job was abandoned at
+    its deadline is written off and replaced; it ends when its handler returns.
+    """
+
+    def __init__(self, outbox: SimpleQueue[Any]) -> None:
         self._outbox = outbox
-        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self.thread.start()
+        self._ready: deque[_Run] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._idle = 0
+        self._coming = 0  # woken or started, not yet looking at the deque
+        self._threads = 0
+        self._size = 0
+        self._names = 0
+
+    def resize(self, size: int) -> None:
+        """Run at most `size` jobs at once (threads start on demand)."""
+        with self._cond:
+            self._size = size
+
+    def submit(self, runs: list[_Run]) -> None:
+        with self._cond:
+            self._ready.extend(runs)
+            self._call_one()
+
+    def _call_one(self) -> None:
+        """Wake or start one thread unless one is already on its way (locked)."""
+        if self._coming or not self._ready:
+            return
+        if self._idle > self._coming:
+            self._coming += 1
+            self._cond.notify()
+        elif self._threads < self._size:
+            self._coming += 1
+            self._start()
+
+    def abandon(self, run: _Run) -> None:
+        """Give up on `run`: unqueue it if no thread took it yet; otherwise its
+        thread is stuck in the handler, so write it off and start another."""
+        with self._cond:
+            if run.started:
+                self._threads -= 1
+                self._call_one()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._ready.remove(run)
+
+    def _start(self) -> None:
+        self._threads += 1
+        self._names += 1
+        threading.Thread(target=self._serve, name=f"awc-slot-{self._names}", daemon=True).start()
 
     def _serve(self) -> None:
+        cond, ready = self._cond, self._ready
+        with cond:
+            self._coming -= 1
         while True:
-            run = self.inbox.get()
-            if run is None:
-                return
-            _execute(run, self.jitter)
+            with cond:
+                while not ready:
+                    if self._threads > self._size:
+                        self._threads -= 1
+                        return
+                    self._idle += 1
+                    cond.wait()
+                    self._idle -= 1
+                    self._coming = max(self._coming - 1, 0)
+                run = ready.popleft()
+                run.started = time.perf_counter()  # under the lock: see abandon()
+                self._call_one()
+            _execute(run, run.jitter)
             if run.ctx.abandoned:
-                # The coordinator already recorded this job and gave the slot
-                # a new thread; this one ends with its late handler.
-                return
+                return  # written off by the coordinator; its job is recorded
             self._outbox.put(run)
 
 
 def _execute(run: _Run, jitter: Jitter) -> None:
     """Run one handler to an outcome. Never raises."""
     ctx = run.ctx
-    run.started = time.perf_counter()
     if ctx.cancelled and ctx.stopping:
         run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
         return
     handler = run.handler
     try:
+        text = run.row.payload
+        payload: Any = {} if text == "{}" else json.loads(text)
         if handler.payload is not None:
             from pydantic import ValidationError
 
             try:
-                payload: Any = handler.payload.model_validate(run.row.payload)
+                payload = handler.payload.model_validate(payload)
             except ValidationError as error:
                 run.outcome = (Record.FAIL, error_text("ValidationError", _brief(error)), 0.0)
                 return
-        else:
-            payload = run.row.payload
         value = handler.fn(ctx, payload)
     except JobCancelled as error:
         if ctx.stopping and not ctx.abandoned:
@@ -234,7 +294,7 @@ class Engine:
         self.observer = observer or NullObserver()
         self._maintenance = maintenance
         self._outbox: SimpleQueue[Any] = SimpleQueue()
-        self._slots: dict[str, _Slot] = {}
+        self._pool = _Pool(self._outbox)
         self._jitters: dict[str, Jitter] = {}
 
     # -- public ---------------------------------------------------------------
@@ -246,6 +306,7 @@ class Engine:
     def run(self, spec: RunSpec, stop: threading.Event | None = None) -> TickReport:
         """One bounded pass (SPEC §6): maintenance, then claim-run-record until
         N jobs were claimed, the queue drained, the deadline came, or `stop`."""
+        self._pool.resize(spec.concurrency)
         return _Pass(self, spec, stop or threading.Event()).run()
 
     # -- slots ----------------------------------------------------------------
@@ -253,20 +314,12 @@ class Engine:
     def slot_name(self, n: int) -> str:
         return f"{self.worker_id}-{n}"
 
-    def slot(self, name: str) -> _Slot:
-        """The live slot `name`, started on first use."""
-        slot = self._slots.get(name)
-        if slot is None:
-            jitter = self._jitters.setdefault(name, Jitter(name))
-            slot = _Slot(name, jitter, self._outbox)
-            self._slots[name] = slot
-        return slot
-
-    def replace_slot(self, name: str) -> None:
-        """Give slot `name` a new thread; the old one ends with its handler."""
-        old = self._slots.pop(name, None)
-        if old is not None:
-            old.inbox.put(None)
+    def jitter(self, slot: str) -> Jitter:
+        """The xorshift32 stream of slot `slot` (SPEC §5)."""
+        found = self._jitters.get(slot)
+        if found is None:
+            found = self._jitters[slot] = Jitter(slot)
+        return found
 
 
 class _Pass:
@@ -396,9 +449,15 @@ class _Pass:
         except Empty:
             return
         self._accept(message)
-        while True:  # take everything that is already there
+        # Gather: outcomes of short jobs arrive microseconds apart. Waiting a
+        # little for the rest turns many small flushes (each a commit) into one,
+        # and lets the next claim fill every slot that freed meanwhile.
+        until = time.monotonic() + GATHER_SECS
+        while self.running:
+            left = until - time.monotonic()
             try:
-                message = self.e._outbox.get_nowait()
+                message = self.e._outbox.get(timeout=left) if left > 0 else \
+                    self.e._outbox.get_nowait()
             except Empty:
                 return
             self._accept(message)
@@ -487,24 +546,28 @@ class _Pass:
         claimed_slots = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in claimed_slots]
         self.report.claimed += len(rows)
+        batch: list[_Run] = []
         for row in rows:
             self.e.observer.claimed(row.kind, row.wait_s)
             handler = self.e.registry.get(row.kind)
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
                              self._request_heartbeat, row.token)
-            slot = self.e.slot(row.slot)
+            jitter = self.e.jitter(row.slot)
             if handler is None:
-                run = _Run(row, ctx, Handler(row.kind, _unknown_kind), slot)
+                run = _Run(row, ctx, Handler(row.kind, _unknown_kind), jitter)
                 run.outcome = (Record.FAIL, error_text(
                     "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0)
                 self.running[row.id] = run
                 self._finished(run)
                 continue
-            run = _Run(row, ctx, handler, slot)
+            run = _Run(row, ctx, handler, jitter)
             self.running[row.id] = run
-            self.next_expiry = min(self.next_expiry, deadline)
-            slot.inbox.put(run)
+            if deadline < self.next_expiry:
+                self.next_expiry = deadline
+            batch.append(run)
+        if batch:
+            self.e._pool.submit(batch)
 
     # -- outcomes -------------------------------------------------------------
 
@@ -512,7 +575,7 @@ class _Pass:
         if run.ctx.abandoned or run.row.id not in self.running:
             return  # already recorded by the coordinator (deadline or stop)
         del self.running[run.row.id]
-        self.free.append(run.slot.name)
+        self.free.append(run.row.slot)
         assert run.outcome is not None
         self._write(run, *run.outcome)
 
@@ -569,7 +632,7 @@ class _Pass:
             if grace_over:
                 self._abandon(run, Record.RELEASE, None, 0.0)
             elif run.ctx.monotonic_deadline <= now:
-                delay = run.slot.jitter.delay(run.row.attempts - 1)
+                delay = run.jitter.delay(run.row.attempts - 1)
                 self._abandon(run, Record.RETRY, DEADLINE_ERROR, delay)
                 if self.spec.deadline is not None:
                     self.cut_by_deadline = True
@@ -580,14 +643,14 @@ class _Pass:
     def _abandon(self, run: _Run, record: Record, detail: str | None, delay: float) -> None:
         run.ctx.abandon()
         del self.running[run.row.id]
-        self.e.replace_slot(run.slot.name)
-        self.free.append(run.slot.name)
+        self.e._pool.abandon(run)
+        self.free.append(run.row.slot)
         self._write(run, record, detail, delay)
 
     def _abandon_all(self) -> None:
         for run in list(self.running.values()):
             run.ctx.abandon()
-            self.e.replace_slot(run.slot.name)
+            self.e._pool.abandon(run)
         self.running.clear()
         for beat in self.heartbeats:
             beat.done.set()

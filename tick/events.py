@@ -12,8 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, NamedTuple, Protocol, TextIO
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
 # at most this many label sets; later ones are recorded under OVERFLOW.
@@ -30,8 +29,7 @@ LEVELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class JobEvent:
+class JobEvent(NamedTuple):
     """One processed job, as events and metrics see it."""
 
     job_id: int

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tick.outcomes import Record
 from tick.statements import sql
@@ -124,13 +124,12 @@ def _ids_in_input_order(
     return [int(i) for i in ids if i is not None]
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedRow:
+class ClaimedRow(NamedTuple):
     """One claimed job as the claim statement returns it."""
 
     id: int
     kind: str
-    payload: Any
+    payload: str  # JSON text: decoded on the slot thread, not the coordinator
     attempts: int
     max_attempts: int
     token: str
@@ -189,13 +188,15 @@ def round_trip(
 ) -> RoundTrip:
     """Record a flush of outcomes and claim the next batch in one round trip.
 
-    The statements are pipelined: the server runs them back to back and the
-    client waits once. Every write is fenced on (id, claim_token, RUNNING).
+    The statements are pipelined in one transaction: the server runs them back
+    to back, commits once, and the client waits once. Every write is fenced on
+    (id, claim_token, RUNNING).
     """
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
     extend_cur = None
     claim_cur = None
-    with conn.pipeline():
+    with conn.pipeline(), conn.transaction():
+        conn.execute(sql("pin_plans"))
         if writes.complete:
             ids, tokens, results = _unzip(writes.complete, 3)
             pending.append((Record.COMPLETE, conn.execute(
@@ -234,7 +235,7 @@ def round_trip(
         for job_id, state in cur.fetchall():
             recorded[job_id] = (record, state)
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
-    claimed = [ClaimedRow(*row) for row in claim_cur.fetchall()] if claim_cur is not None else []
+    claimed = list(map(ClaimedRow._make, claim_cur.fetchall())) if claim_cur is not None else []
     return RoundTrip(recorded, extended, claimed)
 
 

@@ -26,6 +26,6 @@ SET state = 'RUNNING',
     updated_at = now()
 FROM ready
 WHERE j.id = ready.id
-RETURNING j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.claim_token::text,
+RETURNING j.id, j.kind, j.payload::text, j.attempts, j.max_attempts, j.claim_token::text,
     j.locked_by, extract(epoch FROM j.locked_until - now())::float8,
     extract(epoch FROM now() - j.run_at)::float8

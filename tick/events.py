@@ -8,6 +8,7 @@ tens of thousands a second.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -39,6 +40,11 @@ class JobEvent(NamedTuple):
     attempts: int
     duration_s: float
     lag_s: float
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_text(value: str) -> str:
+    return json.dumps(value)
 
 
 def _iso(ts: float) -> str:
@@ -74,6 +80,20 @@ class StreamEvents:
 
     def jobs(self, events: Iterable[JobEvent]) -> None:
         ts = _iso(time.time())
+        if self._json:
+            # A template, not json.dumps per event: every field but the kind
+            # is a number or from a closed set of plain words; the kind's
+            # JSON form is cached.
+            lines = [
+                f'{{"ts":"{ts}","level":"{LEVELS.get(e.outcome, "info")}",'
+                f'"event":"job_{e.job_id}","kind":{_json_text(e.kind)},'
+                f'"outcome":"{e.outcome}","state":"{e.state}","attempts":{e.attempts},'
+                f'"duration_ms":{round(e.duration_s * 1000, 3)}}}\n'
+                for e in events
+            ]
+            if lines:
+                self._write("".join(lines))
+            return
         lines = [
             self._line({
                 "ts": ts,

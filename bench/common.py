@@ -1,0 +1,117 @@
+"""Shared by the benchmarks: the PostgreSQL they run against, the machine
+they ran on, and where results go.
+
+Every benchmark names its server: `BENCH_DATABASE_URL`, else `DATABASE_URL`,
+else the local service at postgresql://postgres@127.0.0.1:5432/postgres. It
+creates (or reuses) the database `awc_bench` there and migrates it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tick.db import connect, redact
+from tick.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = "awc_bench"
+
+
+def server_url() -> str:
+    return os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL") or DEFAULT_SERVER
+
+
+def bench_url() -> str:
+    """A migrated `awc_bench` database on the named server."""
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BENCH_DB,))
+        if exists.fetchone() is None:
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    url = make_conninfo(admin, dbname=BENCH_DB)
+    with connect(url) as conn:
+        migrate(conn)
+    return url
+
+
+def reset(conn: psycopg.Connection[Any]) -> None:
+    """An empty queue with fresh statistics, as after a deploy."""
+    conn.execute("TRUNCATE awc.jobs RESTART IDENTITY")
+    conn.execute("UPDATE awc.maintenance SET last_run_at = now()")  # no prune mid-run
+    conn.execute("VACUUM ANALYZE awc.jobs")
+    conn.execute("CHECKPOINT")
+
+
+def machine(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The machine and server a figure was measured on."""
+    memory = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) // 1024 // 1024} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    settings = dict(conn.execute(
+        "SELECT name, setting FROM pg_settings WHERE name IN "
+        "('fsync', 'synchronous_commit', 'shared_buffers', 'full_page_writes')").fetchall())
+    version = conn.execute("SHOW server_version").fetchone()
+    target = conninfo_to_dict(conn.info.dsn)
+    return {
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "postgresql": version[0] if version else "unknown",
+        "server": redact(f"{target.get('host', 'socket')}:{target.get('port', '5432')}"),
+        "server_settings": settings,
+    }
+
+
+def report(name: str, figures: dict[str, Any], context: dict[str, Any]) -> None:
+    """Print the figures and their context, and write bench/results/<name>.json."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = {"benchmark": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **figures, "context": context}
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"== {name}")
+    for key, value in figures.items():
+        print(f"  {key}: {value}")
+    m = context["machine"]
+    print(f"  machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; Python {m['python']}")
+    print(f"  postgresql: {m['postgresql']} at {m['server']} {m['server_settings']}")
+    extra = {k: v for k, v in context.items() if k != "machine"}
+    if extra:
+        print(f"  settings: {extra}")
+    print(f"  written: {RESULTS / (name + '.json')}")
+
+
+def median(values: Iterable[float]) -> float:
+    return float(statistics.median(list(values)))
+
+
+def enqueue_noops(conn: psycopg.Connection[Any], n: int, batch: int = 10_000) -> None:
+    from tick.queue import enqueue_many
+
+    for start in range(0, n, batch):
+        enqueue_many(conn, [{"kind": "noop"}] * min(batch, n - start))

@@ -1,0 +1,108 @@
+"""drain and limit (SPEC §14): no-op jobs drained by one `awc tick` process,
+against the same database's ceiling for the same work.
+
+    python -m bench.drain [--jobs 20000] [--concurrency 256] [--runs 3]
+
+drain: N pre-enqueued no-op jobs, one real `awc tick` process (events on,
+to /dev/null), jobs/s from the first claim to the last completion as the
+database recorded them; every job must end COMPLETED with one attempt.
+
+limit: a raw psycopg loop with no engine around it — in each transaction,
+record the previous batch with the fenced complete statement and claim the
+next with the claim statement (awc's own statements and plan pins), one
+round trip per batch of the same size. The ratio drain/limit is what the
+engine costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.common import ROOT, bench_url, enqueue_noops, machine, median, report, reset
+from tick.db import connect
+from tick.queue import ClaimRequest, Writes, round_trip
+
+
+def limit(url: str, jobs: int, batch: int) -> float:
+    """The raw loop's jobs/s."""
+    with connect(url) as conn:
+        reset(conn)
+        enqueue_noops(conn, jobs)
+        slots = [f"raw-{n}" for n in range(batch)]
+        claim = ClaimRequest(slots, 300.0, 300.0, "{}", None, None)
+        done, previous = 0, []
+        began = time.perf_counter()
+        while True:
+            writes = Writes.empty()
+            writes.complete.extend((row.id, row.token, None) for row in previous)
+            result = round_trip(conn, writes, claim)
+            done += len(result.recorded)
+            previous = result.claimed
+            if not previous:
+                break
+        took = time.perf_counter() - began
+        assert done == jobs, (done, jobs)
+        return jobs / took
+
+
+def drain(url: str, jobs: int, concurrency: int) -> float:
+    """One `awc tick` process's jobs/s, measured from the database."""
+    with connect(url) as conn:
+        reset(conn)
+        enqueue_noops(conn, jobs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
+               PYTHONPATH=str(ROOT), AWC_TICK_MAX_SECS="600")
+    done = subprocess.run(
+        [sys.executable, "-m", "tick.cli", "tick", "--max-jobs", str(jobs),
+         "--concurrency", str(concurrency), "--json"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"awc tick failed with exit {done.returncode}")
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE state = 'COMPLETED' AND attempts = 1), count(*), "
+            "extract(epoch FROM max(finished_at) - min(started_at)) FROM awc.jobs").fetchone()
+    assert row is not None
+    completed, total, seconds = int(row[0]), int(row[1]), float(row[2])
+    if completed != jobs or total != jobs:
+        raise SystemExit(f"verification failed: {completed} of {total} jobs completed once")
+    return jobs / seconds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    url = bench_url()
+    drains, limits = [], []
+    for _ in range(args.runs):
+        limits.append(limit(url, args.jobs, args.concurrency))
+        drains.append(drain(url, args.jobs, args.concurrency))
+    figures = {
+        "drain_jobs_per_s": round(median(drains)),
+        "limit_jobs_per_s": round(median(limits)),
+        "drain_over_limit": round(median(drains) / median(limits), 3),
+        "drain_runs": [round(x) for x in drains],
+        "limit_runs": [round(x) for x in limits],
+    }
+    with connect(url) as conn:
+        context = {"machine": machine(conn), "driver": "awc tick (one process)",
+                   "jobs": args.jobs, "concurrency": args.concurrency,
+                   "batch": args.concurrency, "runs": args.runs,
+                   "fencing": "on", "finished_jobs": "kept as COMPLETED rows"}
+    report("drain", figures, context)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -246,3 +246,21 @@ def test_insert_notifies_awc_jobs(db_url: str) -> None:
         enqueue_many(producer, [{"kind": "noop"}] * 3)
         notes = list(listener.notifies(timeout=5, stop_after=1))
         assert [n.channel for n in notes] == ["awc_jobs"]
+
+
+def test_enqueue_many_copy_path_keeps_order_and_content(conn: psycopg.Connection[Any]) -> None:
+    later = datetime.now(UTC) + timedelta(hours=2)
+    jobs = [
+        {"kind": f"k\t{n}\\x\n", "payload": {"text": f"a\\b\"c\td\u00e9 {n}", "n": n},
+         "priority": n % 3, "queue": "q\\1", "max_attempts": 1 + n % 4,
+         **({"run_at": later} if n % 5 == 0 else {})}
+        for n in range(300)
+    ]
+    ids = enqueue_many(conn, jobs)
+    assert ids == sorted(ids) and len(set(ids)) == 300
+    for job_id, job in zip(ids, jobs, strict=True):
+        row = job_row(conn, job_id)
+        assert (row["kind"], row["payload"], row["priority"], row["queue"],
+                row["max_attempts"]) == (job["kind"], job["payload"], job["priority"],
+                                         job["queue"], job["max_attempts"])
+        assert (row["run_at"] == later) == ("run_at" in job)

@@ -50,6 +50,7 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
     with conn.transaction():
         if not _try_lock(conn, RESCUE_LOCK_KEY):
             return 0, 0
+        conn.execute(sql("pin_plans"))
         rows = conn.execute(sql("rescue_jobs"), {"limit": limit}).fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
     return len(rows) - failed, failed
@@ -78,6 +79,7 @@ def prune(
             due = conn.execute(sql("prune_due"), {"every_secs": PRUNE_EVERY_SECS}).fetchone()
             if not due or not due[0]:
                 return 0
+        conn.execute(sql("pin_plans"))
         finished = False
         for _ in range(PRUNE_MAX_BATCHES):
             cur = conn.execute(sql("prune_jobs"), {"after_secs": after_secs, "limit": PRUNE_BATCH})

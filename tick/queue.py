@@ -282,9 +282,13 @@ def round_trip(
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
         if claim is not None and claim.slots:
+            queues = claim.queues or []
+            name = ("claim_jobs" if not queues else
+                    "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs_in_queues")
             claim_cur = conn.execute(
-                sql("claim_jobs_in_queues" if claim.queues else "claim_jobs"),
+                sql(name),
                 {
+                    "queue": queues[0] if queues else None,
                     "slots": claim.slots,
                     "lease": claim.lease_secs,
                     "cap": claim.cap_secs,

@@ -1,5 +1,5 @@
--- Claim a batch of ready jobs in the lanes %(queues)s: claim_jobs.sql with a lane
--- filter, kept apart so each plan walks its own index (jobs_ready_queue_idx here).
+-- Claim a batch of ready jobs in several lanes, %(queues)s: claim_jobs.sql with a
+-- lane filter on the ordered walk of jobs_ready_idx (one lane: claim_jobs_in_queue).
 -- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
 -- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
 -- never longer than %(cap)s, the time left before the tick's deadline (§6).

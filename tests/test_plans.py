@@ -1,0 +1,127 @@
+"""EXPLAIN guards (SPEC §14, STYLE): the claim, rescue and prune statements
+use their indexes, never a sequential scan of awc.jobs, on a table of
+realistic size — and, for the claim, even when its statistics are stale."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from tick.maintenance import PRUNE_BATCH, RESCUE_LIMIT
+from tick.statements import sql
+
+CLAIM = {"slots": [f"w-{n}" for n in range(256)], "lease": 300.0, "cap": 300.0,
+         "leases": "{}", "kinds": None, "queues": None, "queue": None}
+
+
+@pytest.fixture(scope="module")
+def big(server_url: str, template_db: str) -> Any:
+    """A 200,000-job table: mostly finished, some running, some ready."""
+    from psycopg.conninfo import make_conninfo
+
+    from tests.conftest import _fresh_database
+
+    name = _fresh_database(server_url, template_db)
+    url = make_conninfo(server_url, dbname=name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO awc.jobs (kind, state, queue, priority, attempts, run_at, locked_until,
+                                  claim_token, finished_at)
+            SELECT 'k' || (n % 7),
+                   CASE WHEN n % 10 < 7 THEN 'COMPLETED' WHEN n % 10 < 8 THEN 'FAILED'
+                        WHEN n % 10 < 9 THEN 'RUNNING' ELSE 'PENDING' END,
+                   'q' || (n % 3), (n % 5)::smallint, 1, now() - interval '1 hour',
+                   CASE WHEN n % 10 = 8 THEN now() - make_interval(secs => n % 600) END,
+                   CASE WHEN n % 10 = 8 THEN gen_random_uuid() END,
+                   CASE WHEN n % 10 < 8 THEN now() - make_interval(days => n % 14) END
+            FROM generate_series(1, 200000) AS n""")
+        conn.execute("ANALYZE awc.jobs")
+    yield url
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def plan(url: str, statement: str, params: dict[str, Any], *, pinned: bool) -> str:
+    with psycopg.connect(url) as conn:  # a transaction, rolled back: EXPLAIN ANALYZE writes
+        if pinned:
+            conn.execute(sql("pin_plans"))
+        rows = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params).fetchone()
+        conn.rollback()
+    assert rows is not None
+    return json.dumps(rows[0])
+
+
+def scans(text: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "Relation Name" in node and node.get("Node Type") != "ModifyTable":
+                found.append((node["Node Type"], node.get("Index Name", "")))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(text))
+    return found
+
+
+def test_claim_walks_the_ready_index_in_order(big: str) -> None:
+    found = scans(plan(big, sql("claim_jobs"), CLAIM, pinned=True))
+    assert ("Index Scan", "jobs_ready_idx") in found
+    assert not any(node == "Seq Scan" for node, _ in found), found
+    assert '"Sort"' not in plan(big, sql("claim_jobs"), CLAIM, pinned=True)
+
+
+def test_claim_by_one_queue_walks_the_queue_index_in_order(big: str) -> None:
+    params = {**CLAIM, "queue": "q1"}
+    text = plan(big, sql("claim_jobs_in_queue"), params, pinned=True)
+    assert ("Index Scan", "jobs_ready_queue_idx") in scans(text)
+    assert '"Sort"' not in text and '"Seq Scan"' not in text
+
+
+def test_claim_by_several_queues_needs_no_table_scan(big: str) -> None:
+    params = {**CLAIM, "queues": ["q1", "q2"]}
+    text = plan(big, sql("claim_jobs_in_queues"), params, pinned=True)
+    assert '"Seq Scan"' not in text and '"Sort"' not in text
+
+
+def test_claim_stays_on_its_index_with_stale_statistics(big: str) -> None:
+    """The table analyzed when it was small, then filled: the pin keeps the
+    ordered index scan (unpinned, the planner bitmap-scans and sorts)."""
+    with psycopg.connect(big, autocommit=True) as conn:
+        # What the planner believes right after a deploy: an all but empty table.
+        conn.execute("UPDATE pg_class SET reltuples = 10, relpages = 1 "
+                     "WHERE oid = 'awc.jobs'::regclass")
+    text = plan(big, sql("claim_jobs"), CLAIM, pinned=True)
+    assert '"Sort"' not in text and ("Index Scan", "jobs_ready_idx") in scans(text)
+    with psycopg.connect(big, autocommit=True) as conn:
+        conn.execute("ANALYZE awc.jobs")
+
+
+def test_fenced_complete_probes_the_primary_key(big: str) -> None:
+    with psycopg.connect(big) as conn:
+        rows = conn.execute("SELECT id, claim_token::text FROM awc.jobs WHERE state = 'RUNNING' "
+                            "LIMIT 256").fetchall()
+    params = {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows],
+              "results": [None] * len(rows)}
+    found = scans(plan(big, sql("complete_jobs"), params, pinned=True))
+    assert found == [("Index Scan", "jobs_pkey")], found
+
+
+def test_rescue_walks_the_lease_index(big: str) -> None:
+    found = scans(plan(big, sql("rescue_jobs"), {"limit": RESCUE_LIMIT}, pinned=True))
+    assert ("Index Scan", "jobs_lease_idx") in found
+    assert not any(node == "Seq Scan" for node, _ in found), found
+
+
+def test_prune_walks_the_finished_index(big: str) -> None:
+    found = scans(plan(big, sql("prune_jobs"), {"after_secs": 7 * 86400.0,
+                                                 "limit": PRUNE_BATCH}, pinned=True))
+    assert any(index == "jobs_finished_idx" for _, index in found), found
+    assert not any(node == "Seq Scan" for node, _ in found), found

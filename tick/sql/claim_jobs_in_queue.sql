@@ -1,0 +1,33 @@
+-- Claim a batch of ready jobs in one lane, %(queue)s: the lane equality lets the
+-- plan walk jobs_ready_queue_idx in claim order (no sort, however deep the lane).
+-- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
+-- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
+-- never longer than %(cap)s, the time left before the tick's deadline (§6).
+WITH ready AS (
+    SELECT id, row_number() OVER () AS n
+    FROM (
+        SELECT id
+        FROM awc.jobs
+        WHERE state = 'PENDING'
+          AND run_at <= now()
+          AND queue = %(queue)s
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+        ORDER BY priority DESC, run_at, id
+        LIMIT cardinality(%(slots)s::text[])
+        FOR UPDATE SKIP LOCKED
+    ) AS picked
+)
+UPDATE awc.jobs AS j
+SET state = 'RUNNING',
+    attempts = j.attempts + 1,
+    locked_by = (%(slots)s::text[])[ready.n],
+    locked_until = now() + make_interval(secs => least(
+        coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
+    claim_token = gen_random_uuid(),
+    started_at = now(),
+    updated_at = now()
+FROM ready
+WHERE j.id = ready.id
+RETURNING j.id, j.kind, j.payload::text, j.attempts, j.max_attempts, j.claim_token::text,
+    j.locked_by, extract(epoch FROM j.locked_until - now())::float8,
+    extract(epoch FROM now() - j.run_at)::float8

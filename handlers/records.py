@@ -6,8 +6,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from tick.outcomes import Complete, Fail, Retry
+
 if TYPE_CHECKING:
     import psycopg
+
+    from handlers.trees import Walk
+    from tick.context import JobContext
 
 LOAD_SNAPSHOT = """
 SELECT id, tenant_id, workspace_id, root_digest, state, version
@@ -82,3 +87,30 @@ def audit(
 
     conn.execute(INSERT_AUDIT, {"tenant_id": tenant_id, "event": event, "subject": subject,
                                 "detail": Jsonb(detail), "job_id": job_id})
+
+
+def walk_snapshot(
+    ctx: JobContext, snapshot_id: UUID, expected_state: str
+) -> tuple[Snapshot, Walk] | Complete | Fail | Retry:
+    """Load a snapshot and walk its closure, hashing every object.
+
+    Returns the snapshot and the walk, or the outcome that ends the job
+    early: Fail for a missing snapshot, Complete({"skipped": state}) for one
+    not in `expected_state`, Retry for a store outage.
+    """
+    from handlers.runtime import pacer, runtime
+    from handlers.store import StoreError
+    from handlers.trees import walk_closure
+
+    rt = runtime()
+    with rt.connection() as conn:
+        snap = load_snapshot(conn, snapshot_id)
+    if snap is None:
+        return Fail(f"snapshot {snapshot_id} does not exist")
+    if snap.state != expected_state:
+        return Complete({"skipped": snap.state})
+    try:
+        walk = walk_closure(rt.store, snap.tenant_id, snap.root_digest, between=pacer(ctx))
+    except StoreError as error:
+        return Retry(f"object store: {error}")
+    return snap, walk

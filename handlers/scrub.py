@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.payloads import SnapshotPayload
-from handlers.records import audit, load_snapshot, set_snapshot_state
-from handlers.runtime import pacer, runtime
-from handlers.store import StoreError
-from handlers.trees import walk_closure
-from tick import Complete, Fail, JobContext, Retry, handler
+from handlers.records import audit, load_snapshot, set_snapshot_state, walk_snapshot
+from handlers.runtime import runtime
+from tick import Complete, JobContext, handler
 
 PIN_SURVIVORS = """
 INSERT INTO awc.gc_pins (tenant_id, digest, snapshot_id, reason)
@@ -24,19 +22,12 @@ def snapshot_scrub(ctx: JobContext, payload: SnapshotPayload) -> Any:
     """Decayed: DEGRADED, and every surviving object pinned against GC.
     Either way one `snapshot.scrub` audit event. Decay is recorded, not
     repaired: no recovery store is wired."""
-    rt = runtime()
-    with rt.connection() as conn:
-        snap = load_snapshot(conn, payload.snapshot_id)
-    if snap is None:
-        return Fail(f"snapshot {payload.snapshot_id} does not exist")
-    if snap.state != "READY":
-        return Complete({"skipped": snap.state})
-    try:
-        walk = walk_closure(rt.store, snap.tenant_id, snap.root_digest, between=pacer(ctx))
-    except StoreError as error:
-        return Retry(f"object store: {error}")
+    found = walk_snapshot(ctx, payload.snapshot_id, "READY")
+    if not isinstance(found, tuple):
+        return found
+    snap, walk = found
     verdict = walk.verdict()
-    with rt.connection() as conn, conn.transaction():
+    with runtime().connection() as conn, conn.transaction():
         if not verdict["closed"]:
             if not set_snapshot_state(conn, snap, "DEGRADED", verdict):
                 now = load_snapshot(conn, snap.id)

@@ -88,6 +88,19 @@ class ObjectStore(Protocol):
         ...
 
 
+class ContentAddressed:
+    """`put` for stores that implement `put_at`: the digest is the address."""
+
+    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def put(self, tenant_id: str, data: bytes) -> str:
+        """Store `data` under its digest (always writing); return the digest."""
+        digest = digest_of(data)
+        self.put_at(tenant_id, digest, data)
+        return digest
+
+
 def open_store(url: str, settings: Settings | None = None) -> ObjectStore:
     """The store named by `AWC_CAS_URL` (SPEC §11.1)."""
     parts = urlsplit(url)

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from handlers.store import (
     DIGEST,
+    ContentAddressed,
     ObjectInfo,
     ObjectMissing,
     StoreError,
     check_tenant,
-    digest_of,
     hex_of,
 )
 
 
-class FileStore:
+class FileStore(ContentAddressed):
     """`<root>/<tenant>/objects/sha256/<hex>`; a reader never sees a partial object."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -39,11 +39,6 @@ class FileStore:
             raise ObjectMissing(digest) from None
         except OSError as error:
             raise StoreError(f"reading {digest}: {error.strerror or error}") from None
-
-    def put(self, tenant_id: str, data: bytes) -> str:
-        digest = digest_of(data)
-        self.put_at(tenant_id, digest, data)
-        return digest
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         path = self._path(tenant_id, digest)

@@ -6,10 +6,10 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from handlers.store import ObjectInfo, ObjectMissing, check_tenant, digest_of, hex_of
+from handlers.store import ContentAddressed, ObjectInfo, ObjectMissing, check_tenant, hex_of
 
 
-class MemoryStore:
+class MemoryStore(ContentAddressed):
     """Objects in a dict, guarded by a lock (handlers run on several threads)."""
 
     def __init__(self) -> None:
@@ -23,11 +23,6 @@ class MemoryStore:
         if found is None:
             raise ObjectMissing(digest)
         return found[0]
-
-    def put(self, tenant_id: str, data: bytes) -> str:
-        digest = digest_of(data)
-        self.put_at(tenant_id, digest, data)
-        return digest
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         key = (check_tenant(tenant_id), hex_of(digest))

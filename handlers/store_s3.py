@@ -12,11 +12,11 @@ from typing import Any
 
 from handlers.store import (
     DIGEST,
+    ContentAddressed,
     ObjectInfo,
     ObjectMissing,
     StoreError,
     check_tenant,
-    digest_of,
     hex_of,
 )
 from tick.errors import AwcError
@@ -25,7 +25,7 @@ from tick.settings import Settings
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 
 
-class S3Store:
+class S3Store(ContentAddressed):
     """Objects at `s3://<bucket>/<prefix>/<tenant>/objects/sha256/<hex>`."""
 
     def __init__(self, bucket: str, prefix: str, settings: Settings | None = None) -> None:
@@ -81,11 +81,6 @@ class S3Store:
             return bytes(reply["Body"].read())
         except (BotoCoreError, OSError) as error:
             raise StoreError(f"{digest}: {type(error).__name__}") from None
-
-    def put(self, tenant_id: str, data: bytes) -> str:
-        digest = digest_of(data)
-        self.put_at(tenant_id, digest, data)
-        return digest
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         self._call(digest, self._client.put_object, Bucket=self.bucket,

@@ -129,17 +129,24 @@ class Warm:
     migrated: bool = False
     connects: int = 0
 
+    prepared: bool = False
+
     def load(self) -> Settings:
         if self.settings is None:
             settings = load_settings()
             settings.require_cas_url()
             if settings.database_secret_arn is None:
                 settings.dsn()  # fail now, clearly, if it is missing
+            self.settings = settings
+        return self.settings
+
+    def prepare(self, settings: Settings) -> None:
+        """Open the store and register handlers, after connect and migrate (SPEC §3)."""
+        if not self.prepared:
             from tick.startup import prepare_handlers
 
             prepare_handlers(settings, store_required=True)
-            self.settings = settings
-        return self.settings
+            self.prepared = True
 
     def connection(self, settings: Settings) -> psycopg.Connection[Any]:
         """The warm connection, pinged; reopened when it broke."""
@@ -218,6 +225,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     deadline = began + remaining - settings.lambda_margin_secs
     observer = LambdaObserver()
     conn = WARM.connection(settings)
+    WARM.prepare(settings)
     if WARM.engine is None:
         from tick.registry import REGISTRY
         from tick.run_once import maintenance_for

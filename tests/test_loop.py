@@ -194,6 +194,7 @@ def test_metrics_endpoint_after_a_mixed_run(
     kinds = {ln.split('kind="')[1].split('"')[0] for ln in samples
              if ln.startswith("awc_background_jobs_total")}
     assert len(kinds) <= 128 and overflow >= 200 - 128
+    assert "# TYPE awc_queue_ready_jobs gauge" in text  # sampled by the maintenance part
     for name in ("awc_background_job_lag_seconds", "awc_job_duration_seconds_bucket",
                  "awc_job_wait_seconds_bucket", "awc_tick_duration_seconds_bucket",
                  "awc_tick_last_success_timestamp_seconds"):
@@ -269,8 +270,9 @@ def test_tick_writes_a_textfile_and_keeps_the_last_success_after_a_failure(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
 ) -> None:
     path = tmp_path / "awc.prom"
-    enqueue(conn, "noop")
-    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path)}, "tick")
+    enqueue_many(conn, [{"kind": "noop"}] * 3)
+    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path), "AWC_TICK_MAX_JOBS": "1"},
+                   "tick")
     assert done.returncode == 0, done.stderr
     text = path.read_text()
     line = next(ln for ln in text.splitlines()
@@ -278,6 +280,8 @@ def test_tick_writes_a_textfile_and_keeps_the_last_success_after_a_failure(
     first = float(line.rsplit(" ", 1)[1])
     assert abs(first - time.time()) < 60
     assert 'awc_background_jobs_total{kind="noop",outcome="completed"} 1.0' in text
+    assert 'awc_queue_ready_jobs{kind="noop"} 2.0' in text  # what the next tick finds
+    assert 'awc_queue_oldest_ready_age_seconds{kind="noop"}' in text
     failed = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path),
                       "DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/x"}, "tick")
     assert failed.returncode == 1

@@ -90,6 +90,9 @@ def _tick(
             queues=queues or None,
             stop_grace_secs=settings.stop_grace_secs,
         )
-        return engine.run(spec, stop)
+        report = engine.run(spec, stop)
+        if metrics is not None:
+            metrics.sample_queue(conn)  # what is left for the next tick
+        return report
     finally:
         conn.close()

@@ -61,7 +61,8 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
 
 
 def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) -> Any:
-    """Rescue and prune every `AWC_MAINTENANCE_INTERVAL_SECS`, on its own connection."""
+    """Rescue and prune every `AWC_MAINTENANCE_INTERVAL_SECS`, on its own
+    connection, and refresh the queue gauges."""
 
     def part(stop: threading.Event) -> None:
         conn = None
@@ -70,6 +71,7 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) ->
                 if conn is None or conn.closed:
                     conn = connect(settings.dsn(), prepare=settings.db_prepare)
                 done = run_maintenance(conn, settings.prune_after_secs)
+                metrics.sample_queue(conn)
                 if done.rescued or done.rescued_failed or done.pruned:
                     events.log("info", "maintenance", rescued=done.rescued,
                                rescued_failed=done.rescued_failed, pruned=done.pruned)

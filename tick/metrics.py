@@ -81,6 +81,7 @@ class Metrics:
         self.oldest = Capped(Gauge(
             "awc_queue_oldest_ready_age_seconds", "Age of the oldest ready job.", ["kind"],
             registry=r))
+        self._sampled: set[str] = set()
 
     # The engine's Observer -----------------------------------------------------
 
@@ -108,12 +109,19 @@ class Metrics:
             self.last_success.labels(driver).set(time.time())
 
     def sample_queue(self, conn: Any) -> None:
-        """Refresh the queue gauges from a bounded read of ready jobs."""
+        """Refresh the queue gauges from a bounded read of ready jobs; a kind
+        that was seen before and has no ready job now reads 0."""
         from tick.statements import sql
 
+        seen = set()
         for kind, ready, oldest in conn.execute(sql("ready_by_kind")).fetchall():
+            seen.add(kind)
             self.ready.labels(kind).set(int(ready))
             self.oldest.labels(kind).set(max(float(oldest or 0.0), 0.0))
+        for kind in self._sampled - seen:
+            self.ready.labels(kind).set(0)
+            self.oldest.labels(kind).set(0)
+        self._sampled |= seen
 
     def exposition(self) -> bytes:
         """Every instrument in the Prometheus text format."""

@@ -38,7 +38,7 @@ def limit(url: str, jobs: int, batch: int) -> float:
         done, previous = 0, []
         began = time.perf_counter()
         while True:
-            writes = Writes.empty()
+            writes = Writes()
             writes.complete.extend((row.id, row.token, None) for row in previous)
             result = round_trip(conn, writes, claim)
             done += len(result.recorded)

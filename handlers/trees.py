@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,15 +120,6 @@ def walk_closure(
     return walk
 
 
-def reachable(
-    store: ObjectStore, tenant_id: str, root: str, between: Callable[[], None] | None = None
-) -> set[str]:
-    """Every digest reachable from `root` (missing ones included), unverified:
-    GC's mark, which must keep whatever a snapshot names."""
-    walk = walk_closure(store, tenant_id, root, verify=False, between=between)
-    return walk.seen
-
-
 def write_tree(store: ObjectStore, tenant_id: str, tree: TreeSpec) -> str:
     """Write a dict tree (names to bytes/str blobs or nested dicts); return its root."""
     entries = []
@@ -160,8 +151,3 @@ def _read_directory(path: Path) -> dict[str, Any]:
         elif entry.is_file():
             tree[entry.name] = entry.read_bytes()
     return tree
-
-
-def iter_entries(data: bytes) -> Iterator[tuple[str, str]]:
-    """The (digest, type) entries of tree bytes (producer tooling)."""
-    yield from parse_tree(data)

@@ -50,3 +50,14 @@ def test_same_worker_id_gives_the_same_stream() -> None:
     assert [Jitter("w-1").unit() for _ in range(3)] == [Jitter("w-1").unit() for _ in range(3)][:3]
     a, b = Jitter("w-1"), Jitter("w-1")
     assert [a.unit() for _ in range(5)] == [b.unit() for _ in range(5)]
+
+
+@pytest.mark.parametrize(("attempt", "base"), [(0, 0.25), (1, 0.5), (2, 1.0), (5, 8.0), (6, 10.0),
+                                               (30, 10.0)])
+def test_reconnect_delay_doubles_to_ten_seconds_plus_half_jitter(attempt: int, base: float) -> None:
+    from tick.backoff import reconnect_delay
+
+    jitter = Jitter("awc-worker-reconnect")
+    delays = [reconnect_delay(attempt, jitter) for _ in range(500)]
+    assert all(base <= d <= 1.5 * base for d in delays)
+    assert max(delays) > 1.4 * base

@@ -20,11 +20,11 @@ from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
 def claim(conn: psycopg.Connection[Any], slots: list[str], lease: float = 60) -> list[Any]:
     request = ClaimRequest(slots=slots, lease_secs=lease, cap_secs=lease, leases_json="{}",
                            kinds=None, queues=None)
-    return round_trip(conn, Writes.empty(), request).claimed
+    return round_trip(conn, Writes(), request).claimed
 
 
 def complete(conn: psycopg.Connection[Any], job_id: int, token: str, result: Any = None) -> bool:
-    writes = Writes.empty()
+    writes = Writes()
     writes.complete.append((job_id, token, None if result is None else json.dumps(result)))
     return job_id in round_trip(conn, writes, None).recorded
 
@@ -119,7 +119,7 @@ def test_claim_lease_never_exceeds_the_cap(conn: psycopg.Connection[Any]) -> Non
     enqueue(conn, "noop")
     request = ClaimRequest(slots=["w-1"], lease_secs=300, cap_secs=2.5, leases_json="{}",
                            kinds=None, queues=None)
-    (row,) = round_trip(conn, Writes.empty(), request).claimed
+    (row,) = round_trip(conn, Writes(), request).claimed
     assert row.lease_s <= 2.5
     left = conn.execute("SELECT extract(epoch FROM locked_until - now()) FROM awc.jobs").fetchone()
     assert left is not None and float(left[0]) <= 2.5

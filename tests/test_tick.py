@@ -189,8 +189,8 @@ def test_stale_holders_outcome_is_discarded(db_url: str, conn: psycopg.Connectio
         other.execute("UPDATE awc.jobs SET locked_until = now() - interval '1 second'")
         assert rescue(other) == (1, 0)
         request = ClaimRequest(["other-1"], 60, 60, "{}", None, None)
-        (row,) = round_trip(other, Writes.empty(), request).claimed
-        writes = Writes.empty()
+        (row,) = round_trip(other, Writes(), request).claimed
+        writes = Writes()
         writes.complete.append((row.id, row.token, '{"by": "fresh"}'))
         round_trip(other, writes, None)
     release.set()

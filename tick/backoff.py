@@ -53,3 +53,10 @@ class Jitter:
         """The retry delay in seconds, in `[base, 2 * base]`."""
         base = base_delay(attempts_before)
         return base + base * self.unit()
+
+
+def reconnect_delay(attempt: int, jitter: Jitter) -> float:
+    """How long to wait before reconnect `attempt` (0-based) to a lost
+    database: 0.25 s doubling to 10 s, plus up to half again of jitter."""
+    base = float(min(0.25 * 2 ** attempt, 10.0))
+    return base + base * jitter.unit() / 2

@@ -30,13 +30,11 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default, sort_keys=True))
 
 
-def _connect(settings: Settings, *, migrate: bool = True) -> Any:
-    from tick.db import connect
+def _connect(settings: Settings) -> Any:
+    """Connect and migrate per AWC_MIGRATE (SPEC §3 order)."""
     from tick.startup import open_database
 
-    if migrate:
-        return open_database(settings)
-    return connect(settings.dsn(), prepare=settings.db_prepare)
+    return open_database(settings)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

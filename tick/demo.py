@@ -23,7 +23,6 @@ from tick.db import connect
 from tick.engine import Engine, RunSpec
 from tick.migrate import migrate
 from tick.queue import enqueue
-from tick.registry import REGISTRY
 from tick.run_once import maintenance_for
 from tick.settings import Settings
 
@@ -149,7 +148,7 @@ def run_demo(directory: str, database_url: str | None) -> None:
             before = sum(1 for _ in store.list(TENANT))
             handlers.configure(settings, store)
             _enqueue_all(conn, seeded)
-            engine = Engine(conn, worker_id="awc-demo", registry=REGISTRY,
+            engine = Engine(conn, worker_id="awc-demo",
                             maintenance=maintenance_for(settings.prune_after_secs))
             ticks = 0
             while True:

@@ -7,11 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tick.engine import Engine, RunSpec
+from tick.engine import Engine
 from tick.events import StreamEvents
-from tick.registry import REGISTRY
 from tick.report import TickReport
-from tick.run_once import maintenance_for
+from tick.run_once import maintenance_for, tick_spec
 from tick.settings import Settings
 from tick.startup import open_database, prepare_handlers
 
@@ -70,26 +69,17 @@ def _tick(
     deadline = began + settings.tick_max_secs
     conn = open_database(settings)
     try:
-        prepare_handlers(settings, store_required=True)
+        prepare_handlers(settings)
         engine = Engine(
             conn,
             worker_id=settings.worker_id,
-            registry=REGISTRY,
             events=StreamEvents(settings.log_format),
             observer=metrics,
             maintenance=maintenance_for(settings.prune_after_secs),
         )
         if on_engine is not None:
             on_engine(engine)
-        spec = RunSpec(
-            max_jobs=settings.tick_max_jobs,
-            deadline=deadline,
-            concurrency=settings.worker_concurrency,
-            lease_secs=settings.worker_lease_secs,
-            kinds=kinds or None,
-            queues=queues or None,
-            stop_grace_secs=settings.stop_grace_secs,
-        )
+        spec = tick_spec(settings, deadline=deadline, kinds=kinds, queues=queues)
         report = engine.run(spec, stop)
         if metrics is not None:
             metrics.sample_queue(conn)  # what is left for the next tick

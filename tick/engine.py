@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tick.backoff import Jitter
+from tick.backoff import Jitter, reconnect_delay
 from tick.context import JobCancelled, JobContext
 from tick.errors import DatabaseError
 from tick.events import EventSink, JobEvent, NullEvents
@@ -107,10 +107,12 @@ class _Run:
 
     __slots__ = ("ctx", "duration", "handler", "jitter", "outcome", "row", "started")
 
-    def __init__(self, row: ClaimedRow, ctx: JobContext, handler: Handler, jitter: Jitter) -> None:
+    def __init__(
+        self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter
+    ) -> None:
         self.row = row
         self.ctx = ctx
-        self.handler = handler
+        self.handler = handler  # None: no handler knows the kind; never executed
         self.jitter = jitter  # the jitter stream of the slot named in the claim
         self.started = 0.0
         self.duration = 0.0
@@ -217,6 +219,7 @@ def _execute(run: _Run, jitter: Jitter) -> None:
         run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
         return
     handler = run.handler
+    assert handler is not None  # unknown kinds are failed before dispatch
     try:
         text = run.row.payload
         payload: Any = {} if text == "{}" else json.loads(text)
@@ -332,7 +335,7 @@ class _Pass:
         self.report = TickReport()
         self.free = [engine.slot_name(n) for n in range(spec.concurrency, 0, -1)]
         self.running: dict[int, _Run] = {}
-        self.writes = Writes.empty()
+        self.writes = Writes()
         self.written: dict[int, tuple[_Run, Record]] = {}
         self.heartbeats: list[_Heartbeat] = []
         self.claiming = True
@@ -403,8 +406,7 @@ class _Pass:
         attempt = 0
         while True:
             self.e.observer.api_error("database")
-            delay = min(0.25 * 2 ** attempt, 10.0)
-            delay += delay * self.reconnect_jitter.unit() / 2
+            delay = reconnect_delay(attempt, self.reconnect_jitter)
             if self.stop.is_set():
                 if self.stopping_since is None:
                     self._begin_stop(time.monotonic())
@@ -514,7 +516,7 @@ class _Pass:
         )
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
-        writes, self.writes = self.writes, Writes.empty()
+        writes, self.writes = self.writes, Writes()
         written, self.written = self.written, {}
         heartbeats, self.heartbeats = self.heartbeats, []
         sent = time.monotonic()
@@ -555,7 +557,7 @@ class _Pass:
                              self._request_heartbeat, row.token)
             jitter = self.e.jitter(row.slot)
             if handler is None:
-                run = _Run(row, ctx, Handler(row.kind, _unknown_kind), jitter)
+                run = _Run(row, ctx, None, jitter)
                 run.outcome = (Record.FAIL, error_text(
                     "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0)
                 self.running[row.id] = run
@@ -677,7 +679,7 @@ class _Pass:
         if run.ctx.abandoned or run.row.id not in self.running:
             beat.done.set()
             return
-        lease = run.handler.lease_secs or self.spec.lease_secs
+        lease = (run.handler and run.handler.lease_secs) or self.spec.lease_secs
         if self.spec.deadline is not None:
             lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
         self.writes.extend.append((run.row.id, run.row.token, float(lease)))
@@ -717,10 +719,6 @@ def _outcome_label(record: Record, state: str) -> str:
     if state == "PENDING":
         return "retried"
     return "completed"
-
-
-def _unknown_kind(ctx: JobContext, payload: Any) -> None:
-    raise AssertionError("never called: unknown kinds are failed before dispatch")
 
 
 def _db_error(error: BaseException, doing: str) -> DatabaseError:

@@ -23,10 +23,11 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tick.engine import Engine, RunSpec
+from tick.engine import Engine
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, LEVELS, OVERFLOW, JobEvent
 from tick.report import TickReport
+from tick.run_once import maintenance_for, tick_spec
 from tick.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ class Warm:
         if not self.prepared:
             from tick.startup import prepare_handlers
 
-            prepare_handlers(settings, store_required=True)
+            prepare_handlers(settings)
             self.prepared = True
 
     def connection(self, settings: Settings) -> psycopg.Connection[Any]:
@@ -227,23 +228,12 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     conn = WARM.connection(settings)
     WARM.prepare(settings)
     if WARM.engine is None:
-        from tick.registry import REGISTRY
-        from tick.run_once import maintenance_for
-
-        WARM.engine = Engine(conn, worker_id=settings.worker_id, registry=REGISTRY,
-                             events=LambdaEvents(),
+        WARM.engine = Engine(conn, worker_id=settings.worker_id, events=LambdaEvents(),
                              maintenance=maintenance_for(settings.prune_after_secs))
     engine = WARM.engine
     engine.observer = observer
-    spec = RunSpec(
-        max_jobs=parsed.max_jobs or settings.tick_max_jobs,
-        deadline=deadline,
-        concurrency=settings.worker_concurrency,
-        lease_secs=settings.worker_lease_secs,
-        kinds=parsed.kinds or None,
-        queues=parsed.queues or None,
-        stop_grace_secs=settings.stop_grace_secs,
-    )
+    spec = tick_spec(settings, deadline=deadline, max_jobs=parsed.max_jobs,
+                     kinds=parsed.kinds, queues=parsed.queues)
     try:
         report = engine.run(spec)
     except DatabaseError:

@@ -12,23 +12,19 @@ import threading
 import time
 from typing import Any
 
+from tick.backoff import Jitter, reconnect_delay
 from tick.db import connect
 from tick.engine import Engine, RunSpec
 from tick.errors import DatabaseError
 from tick.events import EventSink, StreamEvents
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
-from tick.registry import REGISTRY
 from tick.report import TickReport
 from tick.settings import Settings
 from tick.startup import open_database, prepare_handlers
 from tick.supervisor import Supervisor
 
 LISTEN_CHANNEL = "awc_jobs"
-
-
-def _backoff(attempt: int) -> float:
-    return float(min(0.25 * 2 ** attempt, 10.0))
 
 
 def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
@@ -42,6 +38,7 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
         import psycopg
 
         attempt = 0
+        jitter = Jitter(f"{settings.worker_id}-listener")
         while not stop.is_set():
             try:
                 with connect(settings.dsn(), prepare=False) as conn:
@@ -54,7 +51,7 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
             except (psycopg.Error, DatabaseError) as error:
                 metrics.api_error("listener")
                 events.log("warning", "listener_lost", error=type(error).__name__)
-                stop.wait(_backoff(attempt))
+                stop.wait(reconnect_delay(attempt, jitter))
                 attempt += 1
 
     return part
@@ -110,11 +107,10 @@ def run_loop(settings: Settings, stop: threading.Event, *, on_engine: Any = None
     events = StreamEvents(settings.log_format)
     metrics = Metrics()
     conn = open_database(settings)
-    prepare_handlers(settings, store_required=True)
+    prepare_handlers(settings)
     engine = Engine(
         conn,
         worker_id=settings.worker_id,
-        registry=REGISTRY,
         events=events,
         observer=metrics,
         reconnect=lambda: connect(settings.dsn(), prepare=settings.db_prepare),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -205,15 +205,11 @@ class ClaimedRow(NamedTuple):
 class Writes:
     """One flush of fenced writes, grouped by statement."""
 
-    complete: list[tuple[int, str, str | None]]
-    retry: list[tuple[int, str, str, float]]
-    fail: list[tuple[int, str, str]]
-    release: list[tuple[int, str]]
-    extend: list[tuple[int, str, float]]
-
-    @classmethod
-    def empty(cls) -> Writes:
-        return cls([], [], [], [], [])
+    complete: list[tuple[int, str, str | None]] = field(default_factory=list)
+    retry: list[tuple[int, str, str, float]] = field(default_factory=list)
+    fail: list[tuple[int, str, str]] = field(default_factory=list)
+    release: list[tuple[int, str]] = field(default_factory=list)
+    extend: list[tuple[int, str, float]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.complete or self.retry or self.fail or self.release or self.extend)

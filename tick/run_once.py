@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from tick.events import EventSink
 from tick.maintenance import MaintenanceResult, run_maintenance
 from tick.registry import Registry
 from tick.report import TickReport
+from tick.settings import Settings
 
 if TYPE_CHECKING:
     import psycopg
@@ -28,13 +30,35 @@ def deadline_from(deadline: datetime | None, max_secs: float | None) -> float | 
     return min(instants) if instants else None
 
 
-def maintenance_for(prune_after_secs: float) -> Any:
+def maintenance_for(
+    prune_after_secs: float,
+) -> Callable[[psycopg.Connection[Any]], MaintenanceResult]:
     """The maintenance step a tick runs first: rescue, and prune when due."""
 
     def step(conn: psycopg.Connection[Any]) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs)
 
     return step
+
+
+def tick_spec(
+    settings: Settings,
+    *,
+    deadline: float,
+    max_jobs: int | None = None,
+    kinds: list[str] | None = None,
+    queues: list[str] | None = None,
+) -> RunSpec:
+    """One tick's bounds from the settings (the CLI tick and the Lambda)."""
+    return RunSpec(
+        max_jobs=max_jobs or settings.tick_max_jobs,
+        deadline=deadline,
+        concurrency=settings.worker_concurrency,
+        lease_secs=settings.worker_lease_secs,
+        kinds=kinds or None,
+        queues=queues or None,
+        stop_grace_secs=settings.stop_grace_secs,
+    )
 
 
 def tick(

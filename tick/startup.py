@@ -25,12 +25,11 @@ def open_database(settings: Settings) -> psycopg.Connection[Any]:
     return conn
 
 
-def prepare_handlers(settings: Settings, *, store_required: bool) -> None:
-    """Open the object store, then register the built-in kinds and
-    `AWC_HANDLER_MODULES`."""
+def prepare_handlers(settings: Settings) -> None:
+    """Open the object store (`AWC_CAS_URL`, required), then register the
+    built-in kinds and `AWC_HANDLER_MODULES`."""
     import handlers
 
-    if store_required:
-        settings.require_cas_url()
+    settings.require_cas_url()
     handlers.configure(settings)
     import_handler_modules(settings.handler_module_names)

@@ -89,6 +89,25 @@ def test_each_event_shape_drains_the_queue(
     assert all(job_row(conn, i)["state"] == "COMPLETED" for i in ids)
 
 
+def test_emf_carries_the_job_figures_by_kind(
+    lam: Any, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue_many(conn, [{"kind": "ledger"}] * 150 + [{"kind": "boom"}])
+    capsys.readouterr()
+    lam.handler({"max_jobs": 500}, Context(20))
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+               if line.startswith('{"_aws"')]
+    counts = {(r["kind"], r["outcome"]): r["BackgroundJobs"] for r in records
+              if "BackgroundJobs" in r}
+    assert counts == {("ledger", "completed"): [150.0], ("boom", "retried"): [1.0]}
+    ledger = [r for r in records if r.get("kind") == "ledger" and "outcome" not in r]
+    for name in ("JobDuration", "JobWait", "JobLag"):
+        assert sum(len(r.get(name, [])) for r in ledger) == 150, name
+        assert all(len(r.get(name, [])) <= 100 for r in ledger), name  # EMF's cap
+    tick = next(r for r in records if "TickCompleted" in r)
+    assert tick["TickCompleted"] == [150.0] and tick["TickRetried"] == [1.0]
+
+
 def test_a_slow_job_is_retried_not_overrun(lam: Any, conn: psycopg.Connection[Any]) -> None:
     slow = enqueue(conn, "sleep", {"seconds": 30})
     fast = enqueue(conn, "ledger")

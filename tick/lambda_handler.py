@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tick.engine import Engine
@@ -87,28 +87,42 @@ class LambdaEvents:
         write(event, extra={"event": event, **fields})
 
 
+# EMF takes at most 100 values of one metric in one record.
+EMF_VALUES_LIMIT = 100
+
+
 @dataclass
 class LambdaObserver:
-    """Collects the SPEC §9 figures of one invocation for EMF."""
+    """Collects the SPEC §9 figures of one invocation for EMF: jobs by kind
+    and outcome, API errors, and per kind the handler run time
+    (JobDuration), ready-to-claimed wait (JobWait) and ready-to-processed
+    lag (JobLag)."""
 
     outcomes: Tally[tuple[str, str]] = field(default_factory=Tally)
     api_errors: Tally[str] = field(default_factory=Tally)
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    def _sample(self, kind: str, name: str, value: float) -> None:
+        self.samples.setdefault(kind, {}).setdefault(name, []).append(max(value, 0.0))
 
     def claimed(self, kind: str, wait_s: float) -> None:
-        pass
+        self._sample(kind, "JobWait", wait_s)
 
     def processed(self, events: list[JobEvent]) -> None:
         for e in events:
             self.outcomes[(e.kind, e.outcome)] += 1
+            self._sample(e.kind, "JobDuration", e.duration_s)
+            self._sample(e.kind, "JobLag", e.lag_s)
 
     def api_error(self, component: str) -> None:
         self.api_errors[component] += 1
 
     def publish(self) -> None:
-        """One EMF record per kind and outcome (at most 128, then overflow)."""
+        """EMF records, at most 128 label sets per metric, then overflow."""
         kept: Tally[tuple[str, str]] = Tally()
         for n, (key, count) in enumerate(sorted(self.outcomes.items())):
             kept[key if n < LABEL_SET_LIMIT - 1 else (OVERFLOW, OVERFLOW)] += count
+        self._publish_samples()
         for (kind, outcome), count in kept.items():
             with single_metric(name="BackgroundJobs", unit=MetricUnit.Count, value=count,
                                namespace=NAMESPACE) as metric:
@@ -118,6 +132,22 @@ class LambdaObserver:
             with single_metric(name="ApiErrors", unit=MetricUnit.Count, value=count,
                                namespace=NAMESPACE) as metric:
                 metric.add_dimension(name="component", value=component)
+
+    def _publish_samples(self) -> None:
+        merged: dict[str, dict[str, list[float]]] = {}
+        for n, (kind, series) in enumerate(sorted(self.samples.items())):
+            label = kind if n < LABEL_SET_LIMIT - 1 else OVERFLOW
+            for name, values in series.items():
+                merged.setdefault(label, {}).setdefault(name, []).extend(values)
+        for kind, series in merged.items():
+            longest = max(len(values) for values in series.values())
+            for start in range(0, longest, EMF_VALUES_LIMIT):
+                record = EphemeralMetrics(namespace=NAMESPACE)
+                record.add_dimension(name="kind", value=kind)
+                for name, values in series.items():
+                    for value in values[start:start + EMF_VALUES_LIMIT]:
+                        record.add_metric(name=name, unit=MetricUnit.Seconds, value=value)
+                record.flush_metrics()
 
 
 @dataclass

@@ -36,6 +36,21 @@ def run_tick(conn: psycopg.Connection[Any], reg: Registry, **kw: Any) -> Any:
     return tick(conn, registry=reg, **kw)
 
 
+class TickInBackground:
+    """A tick on its own thread, so a test can act while a handler runs."""
+
+    def __init__(self, conn: psycopg.Connection[Any], reg: Registry) -> None:
+        self._result: list[Any] = []
+        self._thread = threading.Thread(
+            target=lambda: self._result.append(run_tick(conn, reg)))
+        self._thread.start()
+
+    def report(self) -> Any:
+        self._thread.join(20)
+        (report,) = self._result
+        return report
+
+
 def test_tick_completes_jobs_and_stores_results(conn: psycopg.Connection[Any]) -> None:
     reg = registry_with(double=lambda ctx, p: {"twice": p["n"] * 2}, none=lambda ctx, p: None)
     a = enqueue(conn, "double", {"n": 21})
@@ -179,10 +194,7 @@ def test_stale_holders_outcome_is_discarded(db_url: str, conn: psycopg.Connectio
         return {"by": "stale"}
 
     job_id = enqueue(conn, "held")
-    result: list[Any] = []
-    runner = threading.Thread(target=lambda: result.append(
-        run_tick(conn, registry_with(held=held))))
-    runner.start()
+    running = TickInBackground(conn, registry_with(held=held))
     assert entered.wait(10)
     with connect(db_url) as other:
         # Its lease lapses; another worker rescues, claims and completes it.
@@ -194,8 +206,7 @@ def test_stale_holders_outcome_is_discarded(db_url: str, conn: psycopg.Connectio
         writes.complete.append((row.id, row.token, '{"by": "fresh"}'))
         round_trip(other, writes, None)
     release.set()
-    runner.join(20)
-    (report,) = result
+    report = running.report()
     assert (report.discarded, report.completed) == (1, 0)
     job = job_row(conn, job_id)
     assert job["result"] == {"by": "fresh"} and job["attempts"] == 2
@@ -213,15 +224,11 @@ def test_cancel_of_a_running_job_discards_its_outcome(
         return {"late": "write"}
 
     job_id = enqueue(conn, "held")
-    result: list[Any] = []
-    runner = threading.Thread(target=lambda: result.append(
-        run_tick(conn, registry_with(held=held))))
-    runner.start()
+    running = TickInBackground(conn, registry_with(held=held))
     assert entered.wait(10)
     with connect(db_url) as operator:
         cancel(operator, job_id)
-    runner.join(20)
-    (report,) = result
+    report = running.report()
     assert saw_cancel == [True]  # the fence check told the handler
     assert (report.cancelled, report.completed) == (1, 0)
     job = job_row(conn, job_id)

@@ -20,7 +20,7 @@ def configure(settings: Settings, store: ObjectStore | None = None) -> None:
     from handlers.store import open_store
 
     if store is None:
-        store = open_store(settings.cas_url or "memory://", settings)
+        store = open_store(settings.require_cas_url(), settings)
     install(Runtime(settings=settings, store=store))
     for module in BUILTIN_KINDS:
         importlib.import_module(f"handlers.{module}")

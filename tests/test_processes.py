@@ -245,3 +245,9 @@ def test_an_unknown_store_scheme_is_a_startup_error(awc_env: dict[str, str]) -> 
     done = run_awc({**awc_env, "AWC_CAS_URL": "ftp://files.example/x"}, "tick")
     assert done.returncode == 1
     assert done.stderr.startswith("awc: invalid setting AWC_CAS_URL: unknown scheme 'ftp'")
+
+
+def test_a_missing_store_url_is_a_startup_error(awc_env: dict[str, str]) -> None:
+    env = {k: v for k, v in awc_env.items() if k != "AWC_CAS_URL"}
+    done = run_awc(env, "tick")
+    assert (done.returncode, done.stderr) == (1, "awc: AWC_CAS_URL is required but not set\n")

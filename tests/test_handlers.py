@@ -137,16 +137,31 @@ def test_store_outage_is_a_retry_then_ready(
 
     settings = s3_settings(moto_s3, new_bucket(moto_s3))
     store = open_store(settings.cas_url, settings)
-    configure(db_url, store)
     ensure_tenant(conn, T)
     root = write_tree(store, T, {"a": "1", "b": "2"})
     snap = register_snapshot(conn, T, root)
-    moto_s3.stop()
+    reads: list[str] = []
+
+    class OutageMidWalk:
+        """The S3 endpoint goes down once the walk has read the root tree."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def get(self, tenant_id: str, digest: str) -> bytes:
+            if len(reads) == 1:
+                moto_s3.stop()
+            reads.append(digest)
+            return bytes(store.get(tenant_id, digest))
+
+    configure(db_url, OutageMidWalk())
     try:
         report = drain(conn)
     finally:
         moto_s3.restart()
+    assert reads[0] == root and len(reads) == 2  # one object read, then the outage
     assert report.retried == 1
+    configure(db_url, store)
     job = job_row(conn, 1)
     assert job["state"] == "PENDING" and job["last_error"].startswith("Retry: object store:")
     conn.execute("UPDATE awc.jobs SET run_at = now()")

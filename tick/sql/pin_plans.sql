@@ -1,10 +1,13 @@
 -- Pin the plan shape of this transaction's queue statements (SPEC §6, bench/).
 -- A queue table's statistics lag behind its churn: analyzed when nearly empty,
 -- the planner would bitmap-scan every ready job and sort them to take a batch,
--- and hash-join a fenced write against every RUNNING row. Queue statements
--- always want the ordered index scan with LIMIT and primary-key probes, so the
--- alternatives are turned off for this transaction only (set_config is_local).
+-- and join a fenced write against every RUNNING row (hashing them, or probing
+-- the batch's unnest() once per RUNNING row). Queue statements always want the
+-- ordered index scan with LIMIT and primary-key probes, so the alternatives
+-- are turned off for this transaction only (set_config is_local). Disabling
+-- a sequential scan only steers: a statement with no index path still runs.
 SELECT set_config('enable_sort', 'off', true),
+       set_config('enable_seqscan', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
        set_config('enable_hashjoin', 'off', true),
        set_config('enable_mergejoin', 'off', true),

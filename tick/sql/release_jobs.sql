@@ -1,5 +1,8 @@
 -- Release claimed jobs that did not run to an outcome (stop, unstarted claims),
 -- fenced: back to PENDING, claimable at once, the attempt refunded (SPEC §4.2).
+-- The batch's rows are taken by primary key (id = ANY) and each finds its own
+-- token by its position in the arrays: with no join to the batch, no
+-- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
 UPDATE awc.jobs AS j
 SET state = 'PENDING',
     attempts = greatest(j.attempts - 1, 0),
@@ -7,8 +10,7 @@ SET state = 'PENDING',
     locked_until = NULL,
     claim_token = NULL,
     updated_at = now()
-FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS o(id, token)
-WHERE j.id = o.id
-  AND j.claim_token = o.token
+WHERE j.id = ANY (%(ids)s::bigint[])
+  AND j.claim_token = (%(tokens)s::uuid[])[array_position(%(ids)s::bigint[], j.id)]
   AND j.state = 'RUNNING'
 RETURNING j.id, j.state

@@ -1,18 +1,22 @@
 -- Record Retry outcomes (SPEC §5), fenced: back to PENDING after the backoff
 -- delay chosen by the worker, or FAILED (dead letter) once attempts are spent.
+-- The batch's rows are taken by primary key (id = ANY) and each finds its own
+-- token, error and delay by its position in the arrays: with no join to the
+-- batch, no plan can walk the RUNNING rows once per batch entry
+-- (tests/test_plans.py).
 UPDATE awc.jobs AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
     run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
-                  ELSE now() + make_interval(secs => o.delay) END,
+                  ELSE now() + make_interval(
+                      secs => (%(delays)s::float8[])[array_position(%(ids)s::bigint[], j.id)])
+             END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-    last_error = o.error,
+    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
     locked_by = NULL,
     locked_until = NULL,
     claim_token = NULL,
     updated_at = now()
-FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(errors)s::text[], %(delays)s::float8[])
-    AS o(id, token, error, delay)
-WHERE j.id = o.id
-  AND j.claim_token = o.token
+WHERE j.id = ANY (%(ids)s::bigint[])
+  AND j.claim_token = (%(tokens)s::uuid[])[array_position(%(ids)s::bigint[], j.id)]
   AND j.state = 'RUNNING'
 RETURNING j.id, j.state

@@ -5,6 +5,8 @@ realistic size — and, for the claim, even when its statistics are stale."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -17,16 +19,26 @@ CLAIM = {"slots": [f"w-{n}" for n in range(256)], "lease": 300.0, "cap": 300.0,
          "leases": "{}", "kinds": None, "queues": None, "queue": None}
 
 
-@pytest.fixture(scope="module")
-def big(server_url: str, template_db: str) -> Any:
-    """A 200,000-job table: mostly finished, some running, some ready."""
+@contextmanager
+def migrated_database(server_url: str, template_db: str) -> Iterator[str]:
+    """A fresh migrated database for one module's plans, dropped afterwards."""
     from psycopg.conninfo import make_conninfo
 
     from tests.conftest import _fresh_database
 
     name = _fresh_database(server_url, template_db)
-    url = make_conninfo(server_url, dbname=name)
-    with psycopg.connect(url, autocommit=True) as conn:
+    try:
+        yield make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def big(server_url: str, template_db: str) -> Iterator[str]:
+    """A 200,000-job table: mostly finished, some running, some ready."""
+    with migrated_database(server_url, template_db) as url, \
+            psycopg.connect(url, autocommit=True) as conn:
         conn.execute("""
             INSERT INTO awc.jobs (kind, state, queue, priority, attempts, run_at, locked_until,
                                   claim_token, finished_at)
@@ -39,9 +51,7 @@ def big(server_url: str, template_db: str) -> Any:
                    CASE WHEN n % 10 < 8 THEN now() - make_interval(days => n % 14) END
             FROM generate_series(1, 200000) AS n""")
         conn.execute("ANALYZE awc.jobs")
-    yield url
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield url
 
 
 def plan(url: str, statement: str, params: dict[str, Any], *, pinned: bool) -> str:
@@ -115,23 +125,16 @@ def test_fenced_complete_probes_the_primary_key(big: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fresh_drain(server_url: str, template_db: str) -> Any:
+def fresh_drain(server_url: str, template_db: str) -> Iterator[tuple[str, list[tuple[int, str]]]]:
     """What a drain looks like to the planner: 20,000 jobs analyzed while all
     were PENDING, then 512 claimed, so the statistics say none is RUNNING."""
-    from psycopg.conninfo import make_conninfo
-
-    from tests.conftest import _fresh_database
-
-    name = _fresh_database(server_url, template_db)
-    url = make_conninfo(server_url, dbname=name)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with migrated_database(server_url, template_db) as url, \
+            psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO awc.jobs (kind, payload) "
                      "SELECT 'noop', '{\"n\": 1}' FROM generate_series(1, 20000)")
         conn.execute("ANALYZE awc.jobs")
         claimed = [row for _ in range(2) for row in conn.execute(sql("claim_jobs"), CLAIM)]
-    yield url, [(row[0], row[5]) for row in claimed[:256]]
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield url, [(row[0], row[5]) for row in claimed[:256]]
 
 
 FENCED = {

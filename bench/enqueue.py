@@ -39,7 +39,6 @@ def ceiling(url: str, jobs: int, batch: int) -> float:
     payload = json.dumps({"n": 1}, separators=(",", ":"))
     with connect(url) as conn:
         reset(conn)
-        began = 0.0
         took = 0.0
         for start in range(0, jobs, batch):
             n = min(batch, jobs - start)

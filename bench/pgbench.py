@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import bench_url, machine, report, reset
+from bench.common import bench_url, enqueue_noops, machine, report, reset
 from tick.db import connect
 
 SCRIPT = """\
@@ -55,9 +55,7 @@ COMMIT;
 def run(url: str, batch: int, secs: int, jobs: int) -> float:
     with connect(url) as conn:
         reset(conn)
-        conn.execute("INSERT INTO awc.jobs (kind, payload) "
-                     "SELECT 'noop', '{\"n\": 1}' FROM generate_series(1, %s)", (jobs,))
-        conn.commit()
+        enqueue_noops(conn, jobs, batch=50_000)
         conn.execute("VACUUM ANALYZE awc.jobs")
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "claim_complete.sql"

@@ -8,6 +8,8 @@ included), 1 a startup or runtime error, printed as one line `awc: <error>`,
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import sys
 import threading
@@ -31,10 +33,18 @@ def _echo_json(data: Any) -> None:
 
 
 def _connect(settings: Settings) -> Any:
-    """Connect and migrate per AWC_MIGRATE (SPEC §3 order)."""
+    """Connect and migrate per AWC_MIGRATE (SPEC §3 order): for the commands
+    that run jobs or change the schema."""
     from tick.startup import open_database
 
     return open_database(settings)
+
+
+def _operator(settings: Settings) -> Any:
+    """Connect for a read-only or operator command: never migrates (SPEC §3)."""
+    from tick.startup import open_operator_database
+
+    return open_operator_database(settings)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -95,7 +105,9 @@ def tick_command(
 
 @cli.command("loop")
 @click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
-def loop_command(concurrency: int | None) -> None:
+@click.option("--kind", "kinds", multiple=True, help="Only claim this kind (repeatable).")
+@click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
+def loop_command(concurrency: int | None, kinds: tuple[str, ...], queues: tuple[str, ...]) -> None:
     """Run ticks continuously until SIGTERM/SIGINT (then drain and exit 0)."""
     from tick.loop import run_loop
 
@@ -110,7 +122,7 @@ def loop_command(concurrency: int | None) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    run_loop(settings, stop, on_engine=engines.append)
+    run_loop(settings, stop, on_engine=engines.append, kinds=list(kinds), queues=list(queues))
 
 
 @cli.group("maintenance")
@@ -169,14 +181,39 @@ def migrate_command() -> None:
 # -- producing ------------------------------------------------------------------
 
 
+def _not_json_number(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number too large for a double is not storable")
+    return value
+
+
 def _parse_payload(text: str) -> dict[str, Any]:
+    """`--payload` as a JSON object that PostgreSQL's jsonb stores as given:
+    no NaN or Infinity, no number beyond a double (SPEC §4.3)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json_number, parse_float=_finite)
+    except RecursionError:
+        raise click.BadParameter("is nested too deeply", param_hint="--payload") from None
     except ValueError:
-        raise click.BadParameter("is not valid JSON", param_hint="--payload") from None
+        raise click.BadParameter(
+            "is not valid JSON (NaN, Infinity and numbers beyond a double are refused)",
+            param_hint="--payload") from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--payload")
     return value
+
+
+# Where an enqueue field comes from on the command line.
+_ENQUEUE_OPTIONS = {"kind": "KIND", "payload": "--payload", "max_attempts": "--max-attempts",
+                    "run_at": "--run-at", "priority": "--priority", "queue": "--queue",
+                    "dedupe_key": "--dedupe-key"}
+# Longest --delay: a century, far beyond any real schedule, well inside a timestamp.
+MAX_DELAY_SECS = 100 * 365 * 86400
 
 
 def _parse_run_at(text: str) -> datetime:
@@ -191,8 +228,9 @@ def _parse_run_at(text: str) -> datetime:
 @click.argument("kind")
 @click.option("--payload", default="{}", show_default=True,
               help="The job's payload, a JSON object.")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--delay", type=click.FloatRange(min=0), help="Seconds before it may run.")
+@click.option("--max-attempts", type=click.IntRange(1, 2**31 - 1), default=5, show_default=True)
+@click.option("--delay", type=click.FloatRange(0, MAX_DELAY_SECS),
+              help="Seconds before it may run.")
 @click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
 @click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
 @click.option("--queue", default="default", show_default=True)
@@ -208,18 +246,25 @@ def enqueue_command(
     dedupe_key: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
-    from tick.queue import enqueue
+    from tick.queue import EnqueueError, check_job, enqueue
 
-    if not kind:
-        raise click.BadParameter("must not be empty", param_hint="KIND")
     if delay is not None and run_at is not None:
         raise click.UsageError("give --delay or --run-at, not both")
+    if delay is not None and not math.isfinite(delay):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
     body = _parse_payload(payload)
     when = _parse_run_at(run_at) if run_at else None
     if delay is not None:
         when = datetime.now(UTC) + timedelta(seconds=delay)
+    try:  # what the database would refuse is a usage error, before connecting
+        check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
+                  queue=queue, dedupe_key=dedupe_key)
+    except EnqueueError as error:
+        raise click.BadParameter(error.reason,
+                                 param_hint=_ENQUEUE_OPTIONS.get(error.field, error.field)
+                                 ) from None
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key,
@@ -237,7 +282,7 @@ def status_command(as_json: bool) -> None:
     from tick.admin import status
 
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         data = status(conn)
     if as_json:
         _echo_json(data)
@@ -287,7 +332,7 @@ def jobs_list(
     from tick.admin import LIST_COLUMNS, list_jobs
 
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         rows = list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
     if as_json:
         for row in rows:
@@ -303,7 +348,7 @@ def jobs_show(job_id: int) -> None:
     from tick.admin import show_job
 
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         _echo_json(show_job(conn, job_id))
 
 
@@ -314,7 +359,7 @@ def retry_command(job_id: int) -> None:
     from tick.admin import retry
 
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         retry(conn, job_id)
     click.echo(f"job {job_id} is PENDING")
 
@@ -326,7 +371,7 @@ def cancel_command(job_id: int) -> None:
     from tick.admin import cancel
 
     settings = load_settings()
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         cancel(conn, job_id)
     click.echo(f"job {job_id} is CANCELLED")
 
@@ -338,7 +383,7 @@ def prune_command() -> None:
 
     settings = load_settings()
     total = 0
-    with _connect(settings) as conn:
+    with _operator(settings) as conn:
         while True:
             deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30)
             total += deleted
@@ -358,8 +403,29 @@ def demo_command(directory: str, database_url: str | None) -> None:
     run_demo(directory, database_url)
 
 
+def _unexpected(error: BaseException) -> str:
+    """One line for a failure no command expected (SPEC §3): by type and
+    scrubbed message; never a traceback, a password or a payload."""
+    from tick.db import database_error, scrub
+    from tick.text import clip
+
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(error, psycopg.Error):
+        return str(database_error(error, None, "database error"))
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(error, pydantic.ValidationError):
+        return f"invalid value: {error.error_count()} validation errors ({error.title})"
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return f"unexpected error: {type(error).__name__}: {clip(scrub(str(error)), 200)}"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """The console script: one line and exit 1 for an expected error."""
+    """The console script: one line and exit 1 for any error, 2 for usage."""
+    from tick.events import bridge_logging
+
+    bridge_logging(os.environ.get("AWC_LOG_FORMAT", "json"))
     try:
         code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
     except click.ClickException as error:
@@ -370,6 +436,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except AwcError as error:
         click.echo(f"awc: {error}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("awc: interrupted", err=True)
+        sys.exit(1)
+    except Exception as error:
+        click.echo(f"awc: {_unexpected(error)}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

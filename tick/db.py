@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from tick.errors import DatabaseError
+from tick.errors import DatabaseError, SettingsError
+from tick.text import printable
 
 if TYPE_CHECKING:
     import psycopg
@@ -55,8 +56,9 @@ def describe_target(dsn: str) -> str:
 
 
 def scrub(message: str, dsn: str | None = None) -> str:
-    """A database error message made safe to print: no password, one line."""
-    text = redact(" ".join(message.split()))
+    """A database error message made safe to print: no password, one line,
+    nothing that cannot be written as UTF-8."""
+    text = redact(" ".join(printable(message).split()))
     if dsn:
         password = _password_of(dsn)
         if password and len(password) >= 3:
@@ -64,11 +66,65 @@ def scrub(message: str, dsn: str | None = None) -> str:
     return text
 
 
-def database_error(error: BaseException, dsn: str | None, doing: str) -> DatabaseError:
-    """A `DatabaseError` naming what failed by error type and scrubbed message."""
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def check_dsn(text: str, source: str) -> str:
+    """`text` as a connection string libpq reads the way it was meant, or a
+    `SettingsError` naming `source` that quotes nothing of it (SPEC §3).
+
+    libpq parses a URL whose password holds a raw `@`, `/`, `?`, `#` or `%`
+    as something else (the rest of the password becomes the host, port or
+    database), and then quotes that part back in its errors. Such a URL is
+    refused here, before anything can echo it.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    dsn = text.strip()
+    if not dsn:
+        raise SettingsError(f"{source} is required but not set")
+    if "://" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        if scheme not in ("postgresql", "postgres"):
+            raise SettingsError(f"{source}: must be a postgresql:// connection string")
+        for at, char in enumerate(rest):
+            if char == "%" and not (rest[at + 1:at + 2] in _HEX and rest[at + 2:at + 3] in _HEX):
+                raise SettingsError(
+                    f"{source}: a raw '%' must be percent-encoded (%25), e.g. in the password")
+        cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
+                  default=len(rest))
+        authority, tail = rest[:cut], rest[cut:]
+        if authority.count("@") > 1 or "@" in tail:
+            raise SettingsError(
+                f"{source}: the user or password holds a raw '@', '/', '?' or '#'; "
+                "percent-encode it (%40, %2F, %3F, %23)")
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        raise SettingsError(f"{source}: is not a valid connection string") from None
+    port = str(parts.get("port") or "")
+    if port and not all(p.isdigit() for p in port.split(",")):
+        raise SettingsError(f"{source}: the port is not a number")
+    return dsn
+
+
+def connection_lost(conn: psycopg.Connection[Any] | None) -> bool:
+    """True when `conn` can no longer be used (as opposed to a statement the
+    server refused on a healthy connection)."""
+    return conn is None or conn.closed or conn.broken
+
+
+def database_error(
+    error: BaseException,
+    dsn: str | None,
+    doing: str,
+    conn: psycopg.Connection[Any] | None = None,
+) -> DatabaseError:
+    """A `DatabaseError` naming what failed by error type and scrubbed message;
+    `connection_lost` is read from `conn`'s state after the failure."""
     kind = type(error).__name__
     detail = scrub(str(error), dsn) or "no detail"
-    return DatabaseError(f"{doing}: {kind}: {detail}")
+    return DatabaseError(f"{doing}: {kind}: {detail}", connection_lost=connection_lost(conn))
 
 
 def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tick.backoff import Jitter, reconnect_delay
 from tick.context import JobCancelled, JobContext
+from tick.db import connection_lost
 from tick.errors import DatabaseError
 from tick.events import EventSink, JobEvent, NullEvents
 from tick.maintenance import MaintenanceResult
@@ -41,9 +42,18 @@ from tick.outcomes import (
     exception_text,
     outcome_error,
 )
-from tick.queue import ClaimedRow, ClaimRequest, Writes, lost_claims, round_trip
+from tick.queue import (
+    ClaimedRow,
+    ClaimRequest,
+    RoundTrip,
+    Writes,
+    lost_claims,
+    record_each,
+    round_trip,
+)
 from tick.registry import REGISTRY, Handler, Registry
 from tick.report import StopReason, TickReport
+from tick.text import jsonb_refusal
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,6 +68,7 @@ MAX_WAIT_SECS = 0.5
 # How long the coordinator waits for more outcomes once one arrived.
 GATHER_SECS = 0.002
 DEADLINE_ERROR = error_text("DeadlineExceeded", "deadline exceeded")
+REFUSED_ERROR = error_text("OutcomeRefused", "the database refused this job's outcome")
 
 
 class Observer(Protocol):
@@ -206,46 +217,67 @@ class _Pool:
                 run = ready.popleft()
                 run.started = time.perf_counter()  # under the lock: see abandon()
                 self._call_one()
-            _execute(run, run.jitter)
+            try:
+                _execute(run, run.jitter)
+            except BaseException as error:  # never: _execute catches everything
+                run.outcome = (Record.FAIL, exception_text(error), 0.0)
             if run.ctx.abandoned:
                 return  # written off by the coordinator; its job is recorded
             self._outbox.put(run)
 
 
 def _execute(run: _Run, jitter: Jitter) -> None:
-    """Run one handler to an outcome. Never raises."""
+    """Run one handler to an outcome. Never raises: whatever the handler does
+    (raise SystemExit, return something unrecordable), the job gets an
+    outcome naming the problem and the slot lives on (SPEC §6.1)."""
     ctx = run.ctx
     if ctx.cancelled and ctx.stopping:
         run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
         return
-    handler = run.handler
-    assert handler is not None  # unknown kinds are failed before dispatch
     try:
-        text = run.row.payload
-        payload: Any = {} if text == "{}" else json.loads(text)
-        if handler.payload is not None:
-            from pydantic import ValidationError
-
-            try:
-                payload = handler.payload.model_validate(payload)
-            except ValidationError as error:
-                run.outcome = (Record.FAIL, error_text("ValidationError", _brief(error)), 0.0)
-                return
-        value = handler.fn(ctx, payload)
-    except JobCancelled as error:
-        if ctx.stopping and not ctx.abandoned:
-            record, detail = Record.RELEASE, None  # SPEC §6.1: released, refunded
-        elif ctx.remaining() <= 0:
-            record, detail = Record.RETRY, DEADLINE_ERROR
-        else:
-            record, detail = Record.RETRY, exception_text(error)
-    except Exception as error:
+        record, detail = _run_handler(run)
+    except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit, ...
         record, detail = Record.RETRY, exception_text(error)
-    else:
-        record, detail = _outcome_of(value)
     run.duration = time.perf_counter() - run.started
     delay = jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
     run.outcome = (record, detail, delay)
+
+
+def _run_handler(run: _Run) -> tuple[Record, str | None]:
+    ctx = run.ctx
+    handler = run.handler
+    assert handler is not None  # unknown kinds are failed before dispatch
+    text = run.row.payload
+    try:
+        payload: Any = {} if text == "{}" else json.loads(text)
+    except RecursionError:
+        # jsonb nests deeper than Python decodes: retrying cannot help.
+        return Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode")
+    if handler.payload is not None:
+        from pydantic import ValidationError
+
+        try:
+            payload = handler.payload.model_validate(payload)
+        except ValidationError as error:
+            return Record.FAIL, error_text("ValidationError", _brief(error))
+        except RecursionError:
+            return Record.FAIL, error_text("PayloadError", "payload is nested too deeply")
+    try:
+        value = handler.fn(ctx, payload)
+    except JobCancelled as error:
+        if ctx.stopping and not ctx.abandoned:
+            return Record.RELEASE, None  # SPEC §6.1: released, refunded
+        if ctx.remaining() <= 0:
+            return Record.RETRY, DEADLINE_ERROR
+        return Record.RETRY, exception_text(error)
+    except Exception as error:
+        return Record.RETRY, exception_text(error)
+    try:
+        return _outcome_of(value)
+    except Exception as error:
+        return Record.FAIL, error_text(
+            "OutcomeError", f"the handler returned a value that cannot be recorded "
+            f"({type(error).__name__})")
 
 
 def _outcome_of(value: Any) -> tuple[Record, str | None]:
@@ -258,11 +290,15 @@ def _outcome_of(value: Any) -> tuple[Record, str | None]:
     if result is None:
         return (Record.COMPLETE, None)
     try:
-        text = json.dumps(result, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(result, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return (Record.FAIL, error_text("ValueError", "result is nested too deeply"))
     except (TypeError, ValueError) as error:
         return (Record.FAIL, error_text(type(error).__name__, f"result is not JSON: {error}"))
-    if "\\u0000" in text:  # jsonb refuses it; one bad row must not sink the batch
-        return (Record.FAIL, error_text("ValueError", "result contains a NUL character"))
+    # jsonb holds neither NUL nor lone surrogates: one bad row must not sink the batch.
+    refusal = jsonb_refusal(text)
+    if refusal is not None:
+        return (Record.FAIL, error_text("ValueError", f"result {refusal}"))
     return (Record.COMPLETE, text)
 
 
@@ -359,8 +395,12 @@ class _Pass:
                 try:
                     if not self._step():
                         break
-                except DatabaseError:
-                    if not (self.spec.continuous and self.e.reconnect) or not self._recover():
+                except DatabaseError as error:
+                    # Only a lost connection is worth reconnecting for: a
+                    # statement the server refused would be refused again, so
+                    # it ends the run and the supervisor counts it (SPEC §4.2).
+                    if not (self.spec.continuous and self.e.reconnect
+                            and error.connection_lost) or not self._recover():
                         raise
         except DatabaseError:
             self._abandon_all()
@@ -482,7 +522,7 @@ class _Pass:
         except DatabaseError:
             raise
         except Exception as error:
-            raise _db_error(error, "maintenance") from None
+            raise _db_error(error, "maintenance", self.e.conn) from None
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
 
@@ -520,14 +560,22 @@ class _Pass:
         written, self.written = self.written, {}
         heartbeats, self.heartbeats = self.heartbeats, []
         sent = time.monotonic()
+        conn = self.e.conn
         try:
-            result = round_trip(self.e.conn, writes, claim)
+            try:
+                result = round_trip(conn, writes, claim)
+            except Exception as error:
+                if connection_lost(conn):
+                    raise
+                # The server (or the client's encoding) refused something in
+                # this batch: find it, fail that job alone, record the rest.
+                result = self._record_apart(writes, claim, error)
         except Exception as error:
             # Keep every outcome for the next attempt (the loop reconnects);
             # a tick that gives up leaves them to the leases.
             self.writes, self.written = _merge(writes, self.writes), {**written, **self.written}
             self.heartbeats = heartbeats + self.heartbeats
-            raise _db_error(error, "recording outcomes and claiming") from None
+            raise _db_error(error, "recording outcomes and claiming", conn) from None
         self._settle(written, result.recorded)
         for beat in heartbeats:
             secs = result.extended.get(beat.run.row.id)
@@ -541,6 +589,32 @@ class _Pass:
                     self.idle_until = time.monotonic() + self.spec.poll_interval_s
                 else:
                     self.claiming = False
+
+    def _record_apart(self, writes: Writes, claim: ClaimRequest | None,
+                      error: Exception) -> RoundTrip:
+        """Record the outcomes of a refused batch one by one; each one the
+        database refuses becomes a Fail naming the refusal. Then claim on its
+        own: a claim the server refuses is a statement error, raised as such
+        (never taken for a lost connection, SPEC §4.2)."""
+        conn = self.e.conn
+        done, refused = record_each(conn, writes)
+        if refused:
+            fails = Writes(fail=[(job_id, token, error_text(
+                "OutcomeRefused", "the database refused this job's outcome "
+                f"({type(why).__name__}: {_first_line(why)})")) for job_id, token, why in refused])
+            again, still = record_each(conn, fails)
+            done.recorded.update(again.recorded)
+            if still:  # even the explanation was refused: the plainest words
+                plain = Writes(fail=[(job_id, token, REFUSED_ERROR) for job_id, token, _ in still])
+                last, lost = record_each(conn, plain)
+                done.recorded.update(last.recorded)
+                for job_id, _, _ in lost:
+                    self.e.events.log("error", "outcome_unrecorded", job_id=job_id)
+            self.e.events.log("warning", "outcomes_refused", count=len(refused),
+                              error=type(error).__name__)
+        if claim is not None:
+            done.claimed = round_trip(conn, Writes(), claim).claimed
+        return done
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
         if self.spec.continuous and rows and self.report.claimed == 0:
@@ -606,7 +680,7 @@ class _Pass:
             try:
                 lost = lost_claims(self.e.conn, missing)
             except Exception as error:
-                raise _db_error(error, "reading fenced-out jobs") from None
+                raise _db_error(error, "reading fenced-out jobs", self.e.conn) from None
         report = self.report
         now = time.perf_counter()
         events = []
@@ -694,7 +768,7 @@ class _Pass:
         try:
             lost = lost_claims(self.e.conn, old)
         except Exception as error:
-            raise _db_error(error, "checking claims") from None
+            raise _db_error(error, "checking claims", self.e.conn) from None
         for job_id in lost:
             run = self.running.get(job_id)
             if run is not None:
@@ -721,7 +795,14 @@ def _outcome_label(record: Record, state: str) -> str:
     return "completed"
 
 
-def _db_error(error: BaseException, doing: str) -> DatabaseError:
+def _db_error(
+    error: BaseException, doing: str, conn: psycopg.Connection[Any] | None
+) -> DatabaseError:
     from tick.db import database_error
 
-    return database_error(error, None, doing)
+    return database_error(error, None, doing, conn)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else "no detail"

@@ -17,7 +17,16 @@ class SettingsError(AwcError):
 
 
 class DatabaseError(AwcError):
-    """The database could not be reached or refused a statement."""
+    """The database could not be reached or refused a statement.
+
+    `connection_lost` tells the two apart (SPEC §4.2): only a lost connection
+    is worth reconnecting for; a statement the server refused would be
+    refused again.
+    """
+
+    def __init__(self, message: str, *, connection_lost: bool = False) -> None:
+        super().__init__(message)
+        self.connection_lost = connection_lost
 
 
 class MigrationError(AwcError):

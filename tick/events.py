@@ -10,15 +10,44 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
 import sys
 import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol, TextIO
 
+from tick.text import clip
+
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
-# at most this many label sets; later ones are recorded under OVERFLOW.
+# at most this many label sets, and no label value longer than this many
+# characters; the rest are recorded under OVERFLOW.
 LABEL_SET_LIMIT = 128
+LABEL_VALUE_LIMIT = 100
 OVERFLOW = "cardinality_overflow"
+# A kind is producer-controlled: an event shows at most this much of it.
+EVENT_KIND_LIMIT = 200
+# A text-format value printed bare: printable ASCII but space, '"', '=' and '\'.
+_PLAIN = re.compile(r'[!#-<>-\[\]-~]+')
+
+
+def label_value(value: str) -> str:
+    """`value`, or OVERFLOW when it is too long to be a label (SPEC §9)."""
+    return value if len(value) <= LABEL_VALUE_LIMIT else OVERFLOW
+
+
+def event_kind(kind: str) -> str:
+    """A job's kind as events show it: cut to a bounded length."""
+    return clip(kind, EVENT_KIND_LIMIT)
+
+
+def text_value(value: Any) -> str:
+    """A value for the `key=value` text format: bare when plain, otherwise
+    JSON-quoted, so no field can hold a newline or forge another field."""
+    text = value if isinstance(value, str) else str(value)
+    if _PLAIN.fullmatch(text):
+        return text
+    return json.dumps(text)
 
 LEVELS = {
     "completed": "info",
@@ -74,8 +103,8 @@ class StreamEvents:
     def _line(self, record: dict[str, Any]) -> str:
         if self._json:
             return json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        head = f"{record.pop('ts')} {record.pop('level'):7} {record.pop('event')}"
-        rest = " ".join(f"{k}={v}" for k, v in record.items())
+        head = f"{record.pop('ts')} {record.pop('level'):7} {text_value(record.pop('event'))}"
+        rest = " ".join(f"{text_value(k)}={text_value(v)}" for k, v in record.items())
         return f"{head} {rest}\n"
 
     def jobs(self, events: Iterable[JobEvent]) -> None:
@@ -86,7 +115,7 @@ class StreamEvents:
             # JSON form is cached.
             lines = [
                 f'{{"ts":"{ts}","level":"{LEVELS.get(e.outcome, "info")}",'
-                f'"event":"job_{e.job_id}","kind":{_json_text(e.kind)},'
+                f'"event":"job_{e.job_id}","kind":{_json_text(event_kind(e.kind))},'
                 f'"outcome":"{e.outcome}","state":"{e.state}","attempts":{e.attempts},'
                 f'"duration_ms":{round(e.duration_s * 1000, 3)}}}\n'
                 for e in events
@@ -99,7 +128,7 @@ class StreamEvents:
                 "ts": ts,
                 "level": LEVELS.get(e.outcome, "info"),
                 "event": f"job_{e.job_id}",
-                "kind": e.kind,
+                "kind": event_kind(e.kind),
                 "outcome": e.outcome,
                 "state": e.state,
                 "attempts": e.attempts,
@@ -122,3 +151,32 @@ class NullEvents:
 
     def log(self, level: str, event: str, **fields: Any) -> None:
         pass
+
+
+class _EventLog(logging.Handler):
+    """Library log records (psycopg's, warnings) as awc events: one JSON or
+    text line each, scrubbed of passwords, never a raw traceback."""
+
+    def __init__(self, sink: StreamEvents) -> None:
+        super().__init__(logging.WARNING)
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tick.db import scrub
+
+        try:
+            level = "error" if record.levelno >= logging.ERROR else "warning"
+            message = clip(scrub(record.getMessage()), 500)
+            self._sink.log(level, "library_log", logger=record.name, message=message)
+        except Exception:  # a log line must never take the process down
+            pass
+
+
+def bridge_logging(fmt: str) -> None:
+    """Send every library log record and Python warning through awc's event
+    stream, so stderr carries only awc's own lines (SPEC §3)."""
+    root = logging.getLogger()
+    root.handlers = [_EventLog(StreamEvents("text" if fmt == "text" else "json"))]
+    root.setLevel(logging.WARNING)
+    logging.raiseExceptions = False
+    logging.captureWarnings(True)

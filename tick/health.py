@@ -2,25 +2,76 @@
 
 `/healthz` and `/readyz` answer from in-process state only, with no I/O, so
 a slow database never makes the process look dead to its orchestrator.
+
+The server is bounded: at most `MAX_CONNECTIONS` requests are served at once
+(one more is closed at once rather than given a thread), each connection has
+a socket timeout, and a peer that hangs up mid-answer costs one warning
+event, never a traceback in the event stream.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tick.events import EventSink, NullEvents
 from tick.supervisor import Supervisor
+
+MAX_CONNECTIONS = 16
+REQUEST_TIMEOUT_SECS = 5.0
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server with a cap on concurrent connections and no
+    tracebacks on stderr."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 events: EventSink) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._events = events
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # at capacity: refuse, never queue a thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A scraper that hung up or timed out: one line, not a traceback.
+        error = sys.exc_info()[1]
+        self._events.log("warning", "metrics_request_failed",
+                         error=type(error).__name__ if error else "unknown")
 
 
 def make_server(
-    address: str, port: int, supervisor: Supervisor, exposition: Callable[[], bytes]
-) -> ThreadingHTTPServer:
-    """A server for the three endpoints, bound but not yet serving."""
+    address: str,
+    port: int,
+    supervisor: Supervisor,
+    exposition: Callable[[], bytes],
+    events: EventSink | None = None,
+) -> BoundedServer:
+    """A server for the three endpoints, bound but not yet serving; `OSError`
+    if the address cannot be bound."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT_SECS  # a socket timeout per connection
         def _send(self, code: int, body: bytes, ctype: str) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
@@ -51,9 +102,7 @@ def make_server(
         def log_message(self, format: str, *args: Any) -> None:
             pass  # scrapes every few seconds would drown the job events
 
-    server = ThreadingHTTPServer((address, port), Handler)
-    server.daemon_threads = True
-    return server
+    return BoundedServer((address, port), Handler, events or NullEvents())
 
 
 def serve_until(server: ThreadingHTTPServer, stop: threading.Event) -> None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tick.engine import Engine
 from tick.errors import DatabaseError, SettingsError
-from tick.events import LABEL_SET_LIMIT, LEVELS, OVERFLOW, JobEvent
+from tick.events import LABEL_SET_LIMIT, LEVELS, OVERFLOW, JobEvent, event_kind, label_value
 from tick.report import TickReport
 from tick.run_once import maintenance_for, tick_spec
 from tick.settings import Settings, load_settings
@@ -78,7 +78,7 @@ class LambdaEvents:
 
     def jobs(self, events: Any) -> None:
         for e in events:
-            self.log(LEVELS.get(e.outcome, "info"), f"job_{e.job_id}", kind=e.kind,
+            self.log(LEVELS.get(e.outcome, "info"), f"job_{e.job_id}", kind=event_kind(e.kind),
                      outcome=e.outcome, state=e.state, attempts=e.attempts,
                      duration_ms=round(e.duration_s * 1000, 3))
 
@@ -106,13 +106,14 @@ class LambdaObserver:
         self.samples.setdefault(kind, {}).setdefault(name, []).append(max(value, 0.0))
 
     def claimed(self, kind: str, wait_s: float) -> None:
-        self._sample(kind, "JobWait", wait_s)
+        self._sample(label_value(kind), "JobWait", wait_s)
 
     def processed(self, events: list[JobEvent]) -> None:
         for e in events:
-            self.outcomes[(e.kind, e.outcome)] += 1
-            self._sample(e.kind, "JobDuration", e.duration_s)
-            self._sample(e.kind, "JobLag", e.lag_s)
+            kind = label_value(e.kind)  # a dimension value is bounded as a label is (SPEC §9)
+            self.outcomes[(kind, e.outcome)] += 1
+            self._sample(kind, "JobDuration", e.duration_s)
+            self._sample(kind, "JobLag", e.lag_s)
 
     def api_error(self, component: str) -> None:
         self.api_errors[component] += 1

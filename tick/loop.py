@@ -15,7 +15,7 @@ from typing import Any
 from tick.backoff import Jitter, reconnect_delay
 from tick.db import connect
 from tick.engine import Engine, RunSpec
-from tick.errors import DatabaseError
+from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
@@ -89,25 +89,55 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) ->
     return part
 
 
-def metrics_part(settings: Settings, supervisor: Supervisor, metrics: Metrics) -> Any:
-    """Serve /metrics, /healthz and /readyz when AWC_METRICS_PORT is set."""
+def metrics_part(
+    settings: Settings, supervisor: Supervisor, metrics: Metrics, events: EventSink
+) -> Any:
+    """Serve /metrics, /healthz and /readyz when AWC_METRICS_PORT is set.
+
+    The port is bound here, at startup: one that cannot be bound is a startup
+    error (SPEC §7.2), not a part that crash-loops. A restarted part binds
+    again.
+    """
     from tick.health import make_server, serve_until
 
+    assert settings.metrics_port is not None
+    address, port = settings.metrics_address, settings.metrics_port
+
+    def bind() -> Any:
+        return make_server(address, port, supervisor, metrics.exposition, events)
+
+    try:
+        bound = [bind()]
+    except OSError as error:
+        raise AwcError(f"AWC_METRICS_PORT: cannot listen on {address}:{port} "
+                       f"({error.strerror or error})") from None
+
     def part(stop: threading.Event) -> None:
-        assert settings.metrics_port is not None
-        server = make_server(settings.metrics_address, settings.metrics_port, supervisor,
-                             metrics.exposition)
-        serve_until(server, stop)
+        serve_until(bound.pop() if bound else bind(), stop)
 
     return part
 
 
-def run_loop(settings: Settings, stop: threading.Event, *, on_engine: Any = None) -> None:
+def run_loop(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    on_engine: Any = None,
+    kinds: list[str] | None = None,
+    queues: list[str] | None = None,
+) -> None:
     """Start up (SPEC §3), run the supervised parts until `stop`, drain, return."""
     events = StreamEvents(settings.log_format)
     metrics = Metrics()
     conn = open_database(settings)
-    prepare_handlers(settings)
+    try:
+        prepare_handlers(settings)
+        supervisor = Supervisor(stop, events=events)
+        serve_metrics = (metrics_part(settings, supervisor, metrics, events)
+                         if settings.metrics_port is not None else None)
+    except BaseException:
+        conn.close()
+        raise
     engine = Engine(
         conn,
         worker_id=settings.worker_id,
@@ -130,6 +160,8 @@ def run_loop(settings: Settings, stop: threading.Event, *, on_engine: Any = None
             continuous=True,
             poll_interval_s=settings.worker_poll_interval_ms / 1000,
             on_report=report,
+            kinds=kinds or None,
+            queues=queues or None,
         )
         if engine.conn.closed:
             engine.conn = connect(settings.dsn(), prepare=settings.db_prepare)
@@ -143,12 +175,11 @@ def run_loop(settings: Settings, stop: threading.Event, *, on_engine: Any = None
         if last.claimed:
             report(last)
 
-    supervisor = Supervisor(stop, events=events)
     supervisor.add("tick-runner", tick_runner)
     supervisor.add("listener", listener_part(settings, engine, metrics, events))
     supervisor.add("maintenance", maintenance_part(settings, metrics, events))
-    if settings.metrics_port is not None:
-        supervisor.add("metrics-server", metrics_part(settings, supervisor, metrics))
+    if serve_metrics is not None:
+        supervisor.add("metrics-server", serve_metrics)
     events.log("info", "loop_started", worker_id=settings.worker_id,
                concurrency=settings.worker_concurrency)
     stop.wait()
@@ -163,8 +194,10 @@ def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
     metrics = Metrics()
     open_database(settings).close()  # connect and migrate first (SPEC §3)
     supervisor = Supervisor(stop, events=events)
+    serve_metrics = (metrics_part(settings, supervisor, metrics, events)
+                     if settings.metrics_port is not None else None)
     supervisor.add("maintenance", maintenance_part(settings, metrics, events))
-    if settings.metrics_port is not None:
-        supervisor.add("metrics-server", metrics_part(settings, supervisor, metrics))
+    if serve_metrics is not None:
+        supervisor.add("metrics-server", serve_metrics)
     stop.wait()
     supervisor.join(10)

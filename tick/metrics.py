@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent
+from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, label_value
 
 if TYPE_CHECKING:
     from prometheus_client.metrics import MetricWrapperBase
@@ -26,22 +26,61 @@ TICK_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 
 
 class Capped:
-    """An instrument whose label sets stop growing at 128."""
+    """An instrument whose label sets stop growing at 128, and whose label
+    values are at most 100 characters (SPEC §9): the rest go to OVERFLOW."""
 
     def __init__(self, metric: MetricWrapperBase) -> None:
         self._metric = metric
         self._seen: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()
 
+    def key(self, values: tuple[str, ...]) -> tuple[str, ...]:
+        """The label set `values` are recorded under."""
+        if values in self._seen:
+            return values
+        overflow = tuple(OVERFLOW for _ in values)
+        if any(label_value(v) is OVERFLOW for v in values):
+            return overflow
+        with self._lock:
+            if values not in self._seen:
+                if len(self._seen) >= LABEL_SET_LIMIT - 1:
+                    return overflow
+                self._seen.add(values)
+        return values
+
     def labels(self, *values: str) -> Any:
-        key = tuple(values)
-        if key not in self._seen:
-            with self._lock:
-                if key not in self._seen:
-                    if len(self._seen) >= LABEL_SET_LIMIT - 1:
-                        key = tuple(OVERFLOW for _ in values)
-                    self._seen.add(key)
-        return self._metric.labels(*key)
+        return self._metric.labels(*self.key(tuple(values)))
+
+
+# How many label sets a gauge's overflow series remembers to sum over.
+OVERFLOW_MEMBERS_LIMIT = 10_000
+
+
+class CappedGauge(Capped):
+    """A capped gauge whose overflow series holds the sum over the label sets
+    it stands for (SPEC §9), not the last writer's value: a kind that drains
+    to 0 takes only its own share away."""
+
+    def __init__(self, metric: MetricWrapperBase) -> None:
+        super().__init__(metric)
+        self._members: dict[tuple[str, ...], float] = {}
+        self._total = 0.0
+
+    def set(self, values: tuple[str, ...], value: float) -> None:
+        key = self.key(values)
+        series: Any = self._metric.labels(*key)
+        if key == values:
+            series.set(value)
+            return
+        with self._lock:
+            self._total -= self._members.pop(values, 0.0)
+            if value:
+                self._members[values] = value
+                self._total += value
+                if len(self._members) > OVERFLOW_MEMBERS_LIMIT:  # forget the oldest
+                    self._total -= self._members.pop(next(iter(self._members)))
+            total = self._total if self._members else 0.0
+        series.set(total)
 
 
 class Metrics:
@@ -53,7 +92,7 @@ class Metrics:
         self.jobs = Capped(Counter(
             "awc_background_jobs", "Processed jobs by kind and outcome.",
             ["kind", "outcome"], registry=r))
-        self.lag = Capped(Gauge(
+        self.lag = CappedGauge(Gauge(
             "awc_background_job_lag_seconds", "Ready-to-processed lag of the last job.",
             ["kind"], registry=r))
         self.api_errors = Capped(Counter(
@@ -75,10 +114,10 @@ class Metrics:
             "awc_tick_last_success_timestamp_seconds",
             "Unix time of the end of the last tick that ended without error.", ["driver"],
             registry=self.success_registry))
-        self.ready = Capped(Gauge(
+        self.ready = CappedGauge(Gauge(
             "awc_queue_ready_jobs", "Jobs ready to run (sampled, capped).", ["kind"],
             registry=r))
-        self.oldest = Capped(Gauge(
+        self.oldest = CappedGauge(Gauge(
             "awc_queue_oldest_ready_age_seconds", "Age of the oldest ready job.", ["kind"],
             registry=r))
         self._sampled: set[str] = set()
@@ -94,7 +133,7 @@ class Metrics:
             outcome = e.outcome if e.outcome in OUTCOMES else "other"
             tally[(e.kind, outcome)] += 1
             self.duration.labels(e.kind).observe(e.duration_s)
-            self.lag.labels(e.kind).set(max(e.lag_s, 0.0))
+            self.lag.set((e.kind,), max(e.lag_s, 0.0))
         for (kind, outcome), n in tally.items():
             self.jobs.labels(kind, outcome).inc(n)
 
@@ -116,12 +155,12 @@ class Metrics:
         seen = set()
         for kind, ready, oldest in conn.execute(sql("ready_by_kind")).fetchall():
             seen.add(kind)
-            self.ready.labels(kind).set(int(ready))
-            self.oldest.labels(kind).set(max(float(oldest or 0.0), 0.0))
+            self.ready.set((kind,), int(ready))
+            self.oldest.set((kind,), max(float(oldest or 0.0), 0.0))
         for kind in self._sampled - seen:
-            self.ready.labels(kind).set(0)
-            self.oldest.labels(kind).set(0)
-        self._sampled |= seen
+            self.ready.set((kind,), 0)
+            self.oldest.set((kind,), 0)
+        self._sampled = seen  # the rest read 0 now: nothing more to remember
 
     def exposition(self) -> bytes:
         """Every instrument in the Prometheus text format."""

@@ -98,6 +98,22 @@ def _verify(applied: dict[int, str], known: list[Migration]) -> None:
             )
 
 
+def require_current(conn: psycopg.Connection[Any]) -> None:
+    """Refuse, without writing anything, a database whose awc schema is
+    missing, behind, newer or changed (SPEC §3: the read-only and operator
+    commands never create or alter the schema)."""
+    known = shipped()
+    applied = _applied(conn)
+    _verify(applied, known)
+    if not applied:
+        raise MigrationError("this database has no awc schema; run `awc migrate` first")
+    pending = [m for m in known if m.version not in applied]
+    if pending:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise MigrationError(
+            f"the awc schema is behind this awc (pending: {names}); run `awc migrate`")
+
+
 def migrate(
     conn: psycopg.Connection[Any], mode: Literal["auto", "check"] = "auto"
 ) -> MigrationResult:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tick.text import printable
+
 ERROR_LIMIT = 500
 
 
@@ -49,26 +51,26 @@ class Record(Enum):
 def error_text(error_class: str, message: str) -> str:
     """`"<ErrorClass>: <message>"`, the message cut at 500 characters (SPEC §4.1).
 
-    NUL is dropped: PostgreSQL text cannot hold it, and one bad row must not
+    The text is storable by construction: NUL dropped and lone surrogates
+    escaped, since PostgreSQL text holds neither and one bad row must not
     sink the batch it is recorded with.
     """
-    cut = message[:ERROR_LIMIT].replace("\x00", "")
-    return f"{error_class}: {cut}"
+    return printable(f"{error_class[:100]}: {message[:ERROR_LIMIT]}")
 
 
 def exception_text(error: BaseException) -> str:
     """`last_error` for an exception a handler raised."""
-    return error_text(type(error).__name__, str(error))
+    try:
+        message = str(error)
+    except Exception:  # a hostile __str__ must not take the slot down
+        message = "(the exception's message could not be read)"
+    return error_text(type(error).__name__, message)
 
 
 def outcome_error(outcome: Retry | Fail) -> str:
-    """`last_error` for an explicit Retry or Fail."""
-    return error_text(type(outcome).__name__, outcome.error)
-
-
-# How a recorded state maps to the report's and the metrics' outcome label.
-STATE_OUTCOME = {
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "PENDING": "retried",
-}
+    """`last_error` for an explicit Retry or Fail. An exception given as the
+    error (`Retry(exc)`) is recorded by its class and message."""
+    error = outcome.error
+    if isinstance(error, BaseException):
+        return exception_text(error)
+    return error_text(type(outcome).__name__, error if isinstance(error, str) else repr(error))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tick.outcomes import Record
 from tick.statements import sql
+from tick.text import jsonb_refusal
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,17 +26,101 @@ ENQUEUE_FIELDS = frozenset(
 )
 
 
-_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+_ENCODE = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
 
 # Below this many jobs one INSERT is as quick as reserving ids and a COPY.
 COPY_THRESHOLD = 64
 COPY_CHUNK = 1000
 
+# What a producer may send (SPEC §4.3). The names fit in every index that
+# holds them with room to spare; PostgreSQL's own bounds for the numbers.
+NAME_LIMIT = 200  # kind and queue, characters
+DEDUPE_KEY_LIMIT = 1000  # characters
+INT4_MAX = 2**31 - 1
+
+
+class EnqueueError(ValueError):
+    """A job the database would refuse, named by the field at fault; the
+    message never quotes the value (it may be a payload or a secret)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+def _check_text(value: Any, field: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise EnqueueError(field, "must be a string")
+    if len(value) > limit:
+        raise EnqueueError(field, f"is longer than {limit} characters")
+    if "\x00" in value:
+        raise EnqueueError(field, "contains a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EnqueueError(field, "contains a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def _check_int(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EnqueueError(field, "must be an integer")
+    if not low <= value <= high:
+        raise EnqueueError(field, f"must be between {low} and {high}")
+    return value
+
 
 def _payload_json(payload: Mapping[str, Any] | None) -> str:
-    if not payload:
+    """The payload as JSON text that jsonb stores as sent, or `EnqueueError`."""
+    if payload is None or (isinstance(payload, Mapping) and not payload):
         return "{}"
-    return _ENCODE(payload if isinstance(payload, dict) else dict(payload))
+    if not isinstance(payload, Mapping):
+        raise EnqueueError("payload", "must be a JSON object")
+    try:
+        text = _ENCODE(payload if isinstance(payload, dict) else dict(payload))
+    except RecursionError:
+        raise EnqueueError("payload", "is nested too deeply") from None
+    except ValueError:
+        raise EnqueueError("payload", "holds NaN or an infinite number") from None
+    except TypeError as error:
+        raise EnqueueError("payload", f"is not JSON ({error})") from None
+    refusal = jsonb_refusal(text)
+    if refusal is not None:
+        raise EnqueueError("payload", refusal)
+    return text
+
+
+def _check_job(
+    kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any
+) -> None:
+    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3)."""
+    if _check_text(kind, "kind", NAME_LIMIT) == "":
+        raise EnqueueError("kind", "must not be empty")
+    _check_text(queue, "queue", NAME_LIMIT)
+    if dedupe_key is not None:
+        _check_text(dedupe_key, "dedupe_key", DEDUPE_KEY_LIMIT)
+    _check_int(max_attempts, "max_attempts", 1, INT4_MAX)
+    _check_int(priority, "priority", -32768, 32767)
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise EnqueueError("run_at", "must be a datetime")
+
+
+def check_job(
+    kind: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    max_attempts: int = 5,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    queue: str = "default",
+    dedupe_key: str | None = None,
+) -> str:
+    """Check a job as `enqueue` would, sending nothing; its payload as JSON
+    text. `EnqueueError` names the field PostgreSQL would refuse."""
+    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key)
+    return _payload_json(payload)
 
 
 def enqueue(
@@ -57,7 +142,8 @@ def enqueue(
     """
     params = {
         "kind": kind,
-        "payload": _payload_json(payload),
+        "payload": check_job(kind, payload, max_attempts=max_attempts, run_at=run_at,
+                             priority=priority, queue=queue, dedupe_key=dedupe_key),
         "max_attempts": max_attempts,
         "run_at": run_at,
         "priority": priority,
@@ -83,12 +169,18 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
     batch = list(jobs)
     if not batch:
         return []
-    for job in batch:
+    for n, job in enumerate(batch):
         unknown = set(job) - ENQUEUE_FIELDS
         if unknown:
             raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
         if "kind" not in job:
             raise TypeError("enqueue_many: every job needs a 'kind'")
+        try:
+            _check_job(job["kind"], job.get("max_attempts", 5), job.get("run_at"),
+                       job.get("priority", 0), job.get("queue", "default"),
+                       job.get("dedupe_key"))
+        except EnqueueError as error:
+            raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
         return _copy_many(conn, batch)
     columns: dict[str, list[Any]] = {
@@ -300,6 +392,42 @@ def round_trip(
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     claimed = list(map(ClaimedRow._make, claim_cur.fetchall())) if claim_cur is not None else []
     return RoundTrip(recorded, extended, claimed)
+
+
+def record_each(
+    conn: psycopg.Connection[Any], writes: Writes
+) -> tuple[RoundTrip, list[tuple[int, str, BaseException]]]:
+    """Record every write of `writes` in its own transaction (SPEC §4.2, "one
+    bad outcome sinks nothing else"): after a batch was refused, this finds
+    the rows the server refuses and records all the others.
+
+    Returns what was recorded and the refused (id, token, error) outcomes.
+    A lost connection raises, as in `round_trip`.
+    """
+    from tick.db import connection_lost
+
+    done = RoundTrip({}, {}, [])
+    refused: list[tuple[int, str, BaseException]] = []
+    singles: list[Writes] = (
+        [Writes(complete=[w]) for w in writes.complete]
+        + [Writes(retry=[w]) for w in writes.retry]
+        + [Writes(fail=[w]) for w in writes.fail]
+        + [Writes(release=[w]) for w in writes.release]
+        + [Writes(extend=[w]) for w in writes.extend]
+    )
+    for single in singles:
+        try:
+            one = round_trip(conn, single, None)
+        except Exception as error:
+            if connection_lost(conn):
+                raise
+            first = (single.complete or single.retry or single.fail or single.release
+                     or single.extend)[0]
+            refused.append((first[0], first[1], error))
+            continue
+        done.recorded.update(one.recorded)
+        done.extended.update(one.extended)
+    return done, refused
 
 
 def lost_claims(

@@ -7,7 +7,7 @@ import gc
 from typing import TYPE_CHECKING, Any
 
 from tick.db import connect
-from tick.migrate import migrate
+from tick.migrate import migrate, require_current
 from tick.registry import import_handler_modules
 from tick.settings import Settings
 
@@ -23,6 +23,23 @@ def open_database(settings: Settings) -> psycopg.Connection[Any]:
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
+    """Connect for a read-only or operator command: the schema must be
+    current and is never changed (SPEC §3); timestamps PostgreSQL holds but
+    Python cannot (infinity, years after 9999) are shown as the server
+    writes them."""
+    from tick.timestamps import show_timestamps
+
+    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+    try:
+        require_current(conn)
+    except BaseException:
+        conn.close()
+        raise
+    show_timestamps(conn)
     return conn
 
 

@@ -28,4 +28,6 @@ FROM ready
 WHERE j.id = ready.id
 RETURNING j.id, j.kind, j.payload::text, j.attempts, j.max_attempts, j.claim_token::text,
     j.locked_by, extract(epoch FROM j.locked_until - now())::float8,
-    extract(epoch FROM now() - j.run_at)::float8
+    -- An infinite run_at (-infinity: ready since always) has no measurable wait;
+    -- subtracting it would fail the whole claim (SPEC §4.2).
+    coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)::float8, 0)

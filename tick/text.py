@@ -1,0 +1,42 @@
+"""Text that is safe to print, log and store, whatever a producer or a
+handler put in it (SPEC §3, §4.2, §9).
+
+Python strings can hold what PostgreSQL text and UTF-8 streams cannot: NUL
+and lone surrogates (common in badly decoded file names). Every message awc
+builds from foreign text goes through `printable` first.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def printable(text: str) -> str:
+    """`text` with lone surrogates escaped (`\\udc80`) and NUL dropped."""
+    if text.isascii():
+        return text.replace("\x00", "") if "\x00" in text else text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "")
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…({len(text)} characters)"
+
+
+# An escaped NUL in JSON text: an odd number of backslashes before u0000.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def jsonb_refusal(text: str) -> str | None:
+    """Why jsonb would refuse this JSON text (made with `ensure_ascii=False`),
+    or None: it holds neither NUL (`\\u0000`) nor lone surrogates."""
+    if "\\u0000" in text and _JSON_NUL.search(text):
+        return "contains a NUL character (\\u0000)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone surrogate (not valid Unicode)"
+    return None

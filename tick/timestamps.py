@@ -1,0 +1,61 @@
+"""Timestamps PostgreSQL accepts but Python's `datetime` cannot hold (SPEC §4.2).
+
+A producer may write `infinity`, `-infinity`, a year after 9999 or a date BC
+into any timestamptz column; psycopg's own loader then raises for the whole
+row. Two loaders replace it where awc reads timestamps:
+
+- `ClampedTimestamptz`, for rules that compare (a workspace that "never
+  expires" is later than any now): out-of-range instants become
+  `datetime.max` or `datetime.min`, which order the same way.
+- `ShownTimestamptz`, for operator output: such an instant is shown as the
+  server wrote it (`infinity`, `10000-01-01 00:00:00+00`), never altered.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg.errors import DataError
+from psycopg.types.datetime import TimestamptzLoader
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.abc import Buffer
+
+LATEST = datetime.max.replace(tzinfo=UTC)
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def _is_early(text: str) -> bool:
+    return text.startswith("-") or text.endswith("BC")
+
+
+class ClampedTimestamptz(TimestamptzLoader):
+    """Out-of-range instants as `datetime.max` / `datetime.min` (UTC)."""
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            return super().load(data)
+        except DataError:
+            return EARLIEST if _is_early(bytes(data).decode()) else LATEST
+
+
+class ShownTimestamptz(TimestamptzLoader):
+    """Out-of-range instants as the server's own text."""
+
+    def load(self, data: Buffer) -> Any:
+        try:
+            return super().load(data)
+        except DataError:
+            return bytes(data).decode()
+
+
+def clamp_timestamps(conn: psycopg.Connection[Any]) -> None:
+    """Read every timestamptz on `conn` with `ClampedTimestamptz`."""
+    conn.adapters.register_loader("timestamptz", ClampedTimestamptz)
+
+
+def show_timestamps(conn: psycopg.Connection[Any]) -> None:
+    """Read every timestamptz on `conn` with `ShownTimestamptz`."""
+    conn.adapters.register_loader("timestamptz", ShownTimestamptz)

@@ -3,12 +3,15 @@
 With `a` attempts made before this claim, the base delay is
 `min(5 * 2**a, 300)` seconds; full jitter adds a uniform offset in
 `[0, base]`, so the delay lies in `[base, 2 * base]`. Each slot draws from its
-own xorshift32 generator seeded from its worker id, so the retries of a pool
-do not all fire on the same tick.
+own xorshift32 generator seeded from its slot name and a per-process nonce,
+so the retries of a pool, and of concurrent processes that share one
+`AWC_WORKER_ID` (every Lambda of a function, cron on many hosts), do not all
+fire on the same tick.
 """
 
 from __future__ import annotations
 
+import os
 import zlib
 
 BASE_SECS = 5
@@ -31,18 +34,24 @@ def xorshift32(state: int) -> int:
     return state & _MASK
 
 
-def seed_for(worker_id: str) -> int:
-    """A non-zero 32-bit seed derived from a slot's worker id."""
-    return zlib.crc32(worker_id.encode("utf-8")) or 0x9E3779B9
+# Drawn once per process (SPEC §5): two processes with the same worker id
+# start their streams at different states.
+PROCESS_NONCE = int.from_bytes(os.urandom(4), "little")
+
+
+def seed_for(worker_id: str, nonce: int = 0) -> int:
+    """A non-zero 32-bit seed derived from a slot's name and a nonce."""
+    return (zlib.crc32(worker_id.encode("utf-8", "backslashreplace")) ^ nonce) or 0x9E3779B9
 
 
 class Jitter:
-    """A slot's jitter source: a xorshift32 stream seeded by its worker id."""
+    """A slot's jitter source: a xorshift32 stream seeded by its slot name and
+    this process's nonce (or the `nonce` given, for reproducible tests)."""
 
     __slots__ = ("_state",)
 
-    def __init__(self, worker_id: str) -> None:
-        self._state = seed_for(worker_id)
+    def __init__(self, worker_id: str, nonce: int | None = None) -> None:
+        self._state = seed_for(worker_id, PROCESS_NONCE if nonce is None else nonce)
 
     def unit(self) -> float:
         """The next draw, uniform in [0, 1]."""

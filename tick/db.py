@@ -69,9 +69,9 @@ def scrub(message: str, dsn: str | None = None) -> str:
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
-def check_dsn(text: str, source: str) -> str:
-    """`text` as a connection string libpq reads the way it was meant, or a
-    `SettingsError` naming `source` that quotes nothing of it (SPEC §3).
+def dsn_problem(dsn: str) -> str | None:
+    """What is wrong with a (stripped, non-empty) connection string, quoting
+    nothing of it; None when libpq reads it the way it was meant (SPEC §3).
 
     libpq parses a URL whose password holds a raw `@`, `/`, `?`, `#` or `%`
     as something else (the rest of the password becomes the host, port or
@@ -80,31 +80,37 @@ def check_dsn(text: str, source: str) -> str:
     """
     from psycopg.conninfo import conninfo_to_dict
 
-    dsn = text.strip()
-    if not dsn:
-        raise SettingsError(f"{source} is required but not set")
     if "://" in dsn:
         scheme, rest = dsn.split("://", 1)
         if scheme not in ("postgresql", "postgres"):
-            raise SettingsError(f"{source}: must be a postgresql:// connection string")
+            return "must be a postgresql:// connection string"
         for at, char in enumerate(rest):
             if char == "%" and not (rest[at + 1:at + 2] in _HEX and rest[at + 2:at + 3] in _HEX):
-                raise SettingsError(
-                    f"{source}: a raw '%' must be percent-encoded (%25), e.g. in the password")
+                return "a raw '%' must be percent-encoded (%25), e.g. in the password"
         cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
                   default=len(rest))
         authority, tail = rest[:cut], rest[cut:]
         if authority.count("@") > 1 or "@" in tail:
-            raise SettingsError(
-                f"{source}: the user or password holds a raw '@', '/', '?' or '#'; "
-                "percent-encode it (%40, %2F, %3F, %23)")
+            return ("the user or password holds a raw '@', '/', '?' or '#'; "
+                    "percent-encode it (%40, %2F, %3F, %23)")
     try:
         parts = conninfo_to_dict(dsn)
     except Exception:
-        raise SettingsError(f"{source}: is not a valid connection string") from None
+        return "is not a valid connection string"
     port = str(parts.get("port") or "")
     if port and not all(p.isdigit() for p in port.split(",")):
-        raise SettingsError(f"{source}: the port is not a number")
+        return "the port is not a number"
+    return None
+
+
+def check_dsn(text: str, source: str) -> str:
+    """`text` stripped, or a `SettingsError` naming `source` (blank is missing)."""
+    dsn = text.strip()
+    if not dsn:
+        raise SettingsError(f"{source} is required but not set")
+    problem = dsn_problem(dsn)
+    if problem is not None:
+        raise SettingsError(f"{source}: {problem}")
     return dsn
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tick.engine import Engine
+from tick.errors import AwcError
 from tick.events import StreamEvents
 from tick.report import TickReport
 from tick.run_once import maintenance_for, tick_spec
@@ -32,14 +33,24 @@ def run_cli_tick(
         from tick.metrics import Metrics  # prometheus-client only when asked for
 
         metrics = Metrics()
+    if settings.metrics_textfile:
+        from tick.export import check_textfile
+
+        check_textfile(settings.metrics_textfile)  # before any job runs (SPEC §2)
     ok = False
     try:
         report = _tick(settings, kinds, queues, stop, on_engine, began, metrics)
         ok = True
-        return report
     finally:
         if metrics is not None:
-            _export(settings, metrics, time.monotonic() - began, ok)
+            try:
+                _export(settings, metrics, time.monotonic() - began, ok)
+            except AwcError:
+                if ok:
+                    raise
+                # The tick already failed: its own error is the one to report.
+                StreamEvents(settings.log_format).log("warning", "metrics_export_failed")
+    return report
 
 
 def _export(settings: Settings, metrics: Any, duration: float, ok: bool) -> None:
@@ -47,7 +58,11 @@ def _export(settings: Settings, metrics: Any, duration: float, ok: bool) -> None
 
     metrics.tick_finished("tick", duration, ok)
     if settings.metrics_textfile:
-        write_textfile(metrics, settings.metrics_textfile, ok)
+        try:
+            write_textfile(metrics, settings.metrics_textfile, ok)
+        except OSError as error:
+            raise AwcError(f"AWC_METRICS_TEXTFILE: cannot write the file "
+                           f"({error.strerror or error})") from None
     if settings.pushgateway_url:
         try:
             push(metrics, settings.pushgateway_url, settings.worker_id, ok)

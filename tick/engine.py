@@ -51,7 +51,7 @@ from tick.queue import (
     record_each,
     round_trip,
 )
-from tick.registry import REGISTRY, Handler, Registry
+from tick.registry import MAX_LEASE_SECS, REGISTRY, Handler, Registry
 from tick.report import StopReason, TickReport
 from tick.text import jsonb_refusal
 
@@ -111,6 +111,18 @@ class RunSpec:
     continuous: bool = False
     poll_interval_s: float = 1.0
     on_report: Callable[[TickReport], None] | None = None
+
+    def __post_init__(self) -> None:
+        # Bounds as SPEC §2 gives them: a lease PostgreSQL cannot add to now()
+        # would fail every claim of the run, not this caller's call.
+        if not 0 < self.lease_secs <= MAX_LEASE_SECS:
+            raise ValueError(f"lease_secs must be in (0, {MAX_LEASE_SECS}]")
+        if not 1 <= self.concurrency <= 256:
+            raise ValueError("concurrency must be between 1 and 256")
+        if self.max_jobs is not None and self.max_jobs < 1:
+            raise ValueError("max_jobs must be at least 1")
+        if not 0 <= self.stop_grace_secs <= 86400:
+            raise ValueError("stop_grace_secs must be between 0 and 86400")
 
 
 class _Run:

@@ -4,17 +4,96 @@ and/or a Prometheus Pushgateway.
 A failed run must never overwrite the last success: the textfile carries the
 previous `awc_tick_last_success_timestamp_seconds` forward, and the push of
 the success gauge (from its own registry) happens only after a success.
+
+Each `awc tick` is a new process, but Prometheus reads a counter as one
+series that only grows: the textfile's counters and histograms are the
+previous file's values plus this run's, so `rate()` and `increase()` are
+right. The file is replaced atomically (a reader sees the old file or the
+new) under a lock beside it, so two overlapping ticks cannot lose counts.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from tick.errors import SettingsError
 from tick.metrics import Metrics
 
 SUCCESS_METRIC = "awc_tick_last_success_timestamp_seconds"
+CUMULATIVE = frozenset({"counter", "histogram", "summary"})
+
+
+def check_textfile(path: str) -> None:
+    """At startup: a textfile that cannot be written is a settings error
+    (SPEC §2), found before any job runs."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise SettingsError(f"AWC_METRICS_TEXTFILE: cannot write to {target.parent} "
+                            f"({error.strerror or error})") from None
+
+
+@contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    # A sibling lock file: node_exporter reads only *.prom files.
+    with open(target.parent / f".{target.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _key(sample: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return sample.name, tuple(sorted(sample.labels.items()))
+
+
+def _previous_totals(text: str) -> dict[str, dict[Any, Any]]:
+    """The previous file's cumulative samples, by family name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, dict[Any, Any]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            if family.type in CUMULATIVE:
+                totals[family.name] = {_key(smp): smp for smp in family.samples
+                                       if not smp.name.endswith("_created")}
+    except ValueError:  # an unreadable file starts the counts afresh
+        return {}
+    return totals
+
+
+class _Cumulative:
+    """This run's registry with the previous file's counts added in."""
+
+    def __init__(self, metrics: Metrics, previous: str) -> None:
+        self._metrics = metrics
+        self._previous = _previous_totals(previous)
+
+    def collect(self) -> Iterator[Any]:
+        for family in self._metrics.registry.collect():
+            if family.type in CUMULATIVE:
+                old = dict(self._previous.get(family.name, {}))
+                samples = []
+                for smp in family.samples:
+                    if smp.name.endswith("_created"):
+                        continue  # one run's start would read as a counter reset
+                    before = old.pop(_key(smp), None)
+                    samples.append(smp._replace(value=smp.value + before.value)
+                                   if before is not None else smp)
+                samples.extend(old.values())  # label sets this run did not touch
+                family.samples = samples
+            yield family
 
 
 def _previous_success(path: Path) -> float | None:
@@ -35,22 +114,33 @@ def _previous_success(path: Path) -> float | None:
 
 
 def write_textfile(metrics: Metrics, path: str, ok: bool) -> None:
-    """Replace `path` atomically with the run's metrics."""
+    """Replace `path` atomically with the run's metrics, counters cumulative."""
+    from prometheus_client import generate_latest
+
     target = Path(path)
-    if not ok:
-        previous = _previous_success(target)
-        if previous is not None:
-            metrics.last_success.labels("tick").set(previous)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(metrics.exposition())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)  # node_exporter never reads half a file
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _locked(target):
+        if not ok:
+            previous = _previous_success(target)
+            if previous is not None:
+                metrics.last_success.labels("tick").set(previous)
+        try:
+            before = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            before = ""
+        body = (generate_latest(_Cumulative(metrics, before))
+                + generate_latest(metrics.success_registry))
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)  # node_exporter never reads half a file
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def push(metrics: Metrics, url: str, worker_id: str, ok: bool) -> None:

@@ -17,11 +17,11 @@ import json
 import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from tick.engine import Engine
 from tick.errors import DatabaseError, SettingsError
@@ -38,15 +38,21 @@ logger = Logger(service="awc")
 metrics = Metrics(namespace=NAMESPACE, service="awc")
 
 
+NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+
+
 class TickEvent(BaseModel):
     """The keys of an invocation event that narrow the tick; others are ignored
-    (AWS envelopes carry many)."""
+    (AWS envelopes carry many). Types are strict (SPEC §8): `true`, `"3"` or
+    `2.0` is not a `max_jobs`. An empty `kinds` or `queues` list is refused
+    rather than guessed at (claim nothing? claim everything?): leave the key
+    out to claim every kind or queue."""
 
     model_config = ConfigDict(extra="ignore")
 
-    max_jobs: int | None = Field(default=None, gt=0)
-    kinds: list[str] | None = None
-    queues: list[str] | None = None
+    max_jobs: StrictInt | None = Field(default=None, gt=0, le=10_000_000)
+    kinds: list[NonEmpty] | None = Field(default=None, min_length=1)
+    queues: list[NonEmpty] | None = Field(default=None, min_length=1)
     # Set by awc's schedule Input (template.yaml).
     execution_id: str | None = None
     scheduled_time: str | None = None
@@ -223,7 +229,6 @@ def _dsn(settings: Settings) -> str:
     if settings.database_secret_arn is None:
         return settings.dsn()
     from aws_lambda_powertools.utilities import parameters
-    from psycopg.conninfo import make_conninfo
 
     try:
         value = parameters.get_secret(settings.database_secret_arn, max_age=300)
@@ -231,18 +236,50 @@ def _dsn(settings: Settings) -> str:
         raise SettingsError(
             f"AWC_DATABASE_SECRET_ARN: cannot read the secret ({type(error).__name__})"
         ) from None
-    text = value.decode() if isinstance(value, bytes) else str(value)
-    if text.lstrip().startswith("{"):
+    try:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+    except UnicodeDecodeError:
+        raise SettingsError("AWC_DATABASE_SECRET_ARN: the secret is not UTF-8 text") from None
+    return secret_dsn(text)
+
+
+SECRET = "AWC_DATABASE_SECRET_ARN"
+
+
+def secret_dsn(text: str) -> str:
+    """The connection string a secret's text holds: a URL, or the RDS JSON
+    (`host`, `port`, `username`, `password`, `dbname`), once JSON-encoded or
+    twice. Anything else is a `SettingsError` naming the secret that quotes
+    nothing of it (SPEC §3, §8)."""
+    from psycopg.conninfo import make_conninfo
+
+    from tick.db import check_dsn
+
+    body = text.strip()
+    if not body:
+        raise SettingsError(f"{SECRET}: the secret is empty")
+    if body[0] in '{["':
         try:
-            doc = json.loads(text)
-            return make_conninfo(host=doc["host"], port=str(doc.get("port", 5432)),
-                                 user=doc["username"], password=doc["password"],
-                                 dbname=doc.get("dbname", "postgres"))
-        except (ValueError, KeyError):
+            doc: Any = json.loads(body)
+            if isinstance(doc, str):  # JSON encoded twice, as some tooling writes it
+                doc = json.loads(doc) if doc.strip()[:1] == "{" else doc
+        except (ValueError, RecursionError):
+            raise SettingsError(f"{SECRET}: the secret is not valid JSON") from None
+        if isinstance(doc, str):
+            return check_dsn(doc, SECRET)
+        if not isinstance(doc, dict):
+            raise SettingsError(f"{SECRET}: the secret is JSON but not an object")
+        host, user, password = doc.get("host"), doc.get("username"), doc.get("password")
+        if not all(isinstance(v, str) and v for v in (host, user, password)):
             raise SettingsError(
-                "AWC_DATABASE_SECRET_ARN: the secret is JSON without host, username, password"
-            ) from None
-    return text.strip()
+                f"{SECRET}: the secret's JSON lacks host, username or password as text")
+        port, dbname = doc.get("port", 5432), doc.get("dbname", "postgres")
+        if isinstance(port, bool) or not isinstance(port, int | str) \
+                or not str(port).isdigit() or not isinstance(dbname, str):
+            raise SettingsError(f"{SECRET}: the secret's port or dbname is not valid")
+        return make_conninfo(host=host, port=str(port), user=user, password=password,
+                             dbname=dbname)
+    return check_dsn(body, SECRET)
 
 
 @metrics.log_metrics(capture_cold_start_metric=True)

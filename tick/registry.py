@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from tick.context import JobContext
 
 HandlerFn = Callable[["JobContext", Any], Any]
+# The longest lease a handler may declare, as AWC_WORKER_LEASE_SECS (SPEC §2).
+MAX_LEASE_SECS = 7 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,8 @@ def handler(
     """
     if not kind:
         raise ValueError("a handler kind must not be empty")
-    if lease_secs is not None and lease_secs < 1:
-        raise ValueError("lease_secs must be at least 1")
+    if lease_secs is not None and not 1 <= lease_secs <= MAX_LEASE_SECS:
+        raise ValueError(f"lease_secs must be between 1 and {MAX_LEASE_SECS} (a week)")
 
     def register(fn: HandlerFn) -> HandlerFn:
         (registry or REGISTRY).add(Handler(kind, fn, payload, lease_secs))

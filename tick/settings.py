@@ -38,9 +38,16 @@ def _strict_bool(value: Any) -> Any:
     raise ValueError("must be one of 1, true, TRUE, 0, false, FALSE or empty")
 
 
+# Every number has an upper bound (SPEC §2): past these a lease, interval or
+# retention is no longer a time PostgreSQL can add to now(), or a count no
+# real deployment means. A century stands for "never" where a grace is asked.
+WEEK = 7 * 86400
+DAY = 86400
+CENTURY = 100 * 365 * 86400
+COUNT_MAX = 10_000_000
+
 Flag = Annotated[bool, BeforeValidator(_strict_bool)]
-Positive = Annotated[int, Field(ge=1)]
-Grace = Annotated[int, Field(ge=0)]
+Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -62,13 +69,13 @@ class Settings(BaseSettings):
     cas_url: str | None = None
     worker_id: str = Field(default="awc-worker", min_length=1, max_length=200)
     worker_concurrency: int = Field(default=4, ge=1, le=256)
-    worker_lease_secs: Positive = 300
-    worker_poll_interval_ms: Positive = 1000
-    tick_max_jobs: Positive = 100
-    tick_max_secs: Positive = 55
-    stop_grace_secs: Grace = 30
+    worker_lease_secs: Annotated[int, Field(ge=1, le=WEEK)] = 300
+    worker_poll_interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
+    tick_max_jobs: Count = 100
+    tick_max_secs: Annotated[int, Field(ge=1, le=WEEK)] = 55
+    stop_grace_secs: Annotated[int, Field(ge=0, le=DAY)] = 30
     migrate: Literal["auto", "check"] = "auto"
-    prune_after_secs: Positive = 604800
+    prune_after_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
     metrics_port: Port | None = None
     metrics_address: str = "127.0.0.1"
     metrics_textfile: str | None = None
@@ -76,13 +83,13 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     db_prepare: Flag = True
     handler_modules: str | None = None
-    maintenance_interval_secs: Positive = 30
-    lambda_margin_secs: Positive = 10
+    maintenance_interval_secs: Annotated[int, Field(ge=1, le=DAY)] = 30
+    lambda_margin_secs: Annotated[int, Field(ge=1, le=900)] = 10
     database_secret_arn: str | None = None
-    retention_grace_secs: Grace = 86400
-    gc_grace_secs: Grace = 86400
-    gc_batch_size: Positive = 1000
-    gc_canary_size: Positive = 10
+    retention_grace_secs: Annotated[int, Field(ge=0, le=CENTURY)] = 86400
+    gc_grace_secs: Annotated[int, Field(ge=0, le=CENTURY)] = 86400
+    gc_batch_size: Count = 1000
+    gc_canary_size: Count = 10
     gc_dry_run: Flag = False
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
@@ -102,13 +109,19 @@ class Settings(BaseSettings):
     @field_validator("database_url", mode="before")
     @classmethod
     def _check_database_url(cls, value: Any) -> Any:
-        if value in (None, ""):
+        # Blank or whitespace is unset, never libpq's default target (SPEC §3);
+        # a string libpq would misread is refused without quoting it.
+        from tick.db import dsn_problem
+
+        if value is None:
             return None
         text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        if "://" in text:
-            scheme = text.split("://", 1)[0]
-            if scheme not in ("postgresql", "postgres"):
-                raise ValueError("must be a postgresql:// connection string")
+        text = text.strip()
+        if not text:
+            return None
+        problem = dsn_problem(text)
+        if problem is not None:
+            raise ValueError(problem)
         return text
 
     @field_validator("cas_url")
@@ -136,16 +149,18 @@ class Settings(BaseSettings):
         if self.database_url is not None:
             return self.database_url.get_secret_value()
         if self.database_url_file is not None:
+            from tick.db import check_dsn
+
             try:
                 with open(self.database_url_file, encoding="utf-8") as source:
                     text = source.read().strip()
-            except OSError as error:
-                raise SettingsError(
-                    f"AWC_DATABASE_URL_FILE: cannot read the file ({error.strerror})"
-                ) from None
+            except (OSError, UnicodeDecodeError) as error:
+                why = getattr(error, "strerror", None) or "not UTF-8 text"
+                raise SettingsError(f"AWC_DATABASE_URL_FILE: cannot read the file ({why})"
+                                    ) from None
             if not text:
                 raise SettingsError("AWC_DATABASE_URL_FILE: the file is empty")
-            return text
+            return check_dsn(text, "AWC_DATABASE_URL_FILE")
         raise SettingsError("DATABASE_URL is required but not set")
 
     def require_cas_url(self) -> str:

@@ -7,6 +7,13 @@ SHARE` on the same row from their first write to their snapshot's commit
 overlap, and each batch first re-marks the snapshots registered since the
 epoch's mark. Each candidate is re-read from the store just before deletion
 and skipped if it was rewritten inside the grace.
+
+The lock lives as long as the session that took it. A session can be lost
+mid-batch (idle-in-transaction timeout, failover, `pg_terminate_backend`)
+while the store deletes go on, and a producer may then reuse a candidate.
+So every single delete is preceded by a round trip on the lock's own
+transaction: only its answer proves the lock is still held, and without
+it the epoch is aborted before the next delete, never after (SPEC §10.5).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from uuid import UUID
 
 from handlers.payloads import TenantPayload
 from handlers.runtime import Runtime, pacer, runtime
-from handlers.store import StoreError
+from handlers.store import StoreError, StoreRefused
 from handlers.trees import walk_closure
 from tick import Complete, Fail, JobContext, Retry, handler
 
@@ -82,6 +89,15 @@ class MarkIncomplete(Exception):
     """A live snapshot has a tree that does not parse: its children are unknown."""
 
 
+class LockLost(Exception):
+    """The session holding the tenant lock is gone: no delete may follow."""
+
+
+# Asked on the lock's own transaction before each delete: an answer proves
+# the session, and so its row lock, is still there.
+LOCK_HELD = "SELECT 1"
+
+
 @dataclass
 class Epoch:
     """One sweep's state."""
@@ -94,6 +110,7 @@ class Epoch:
     between: Callable[[], None]
     marked_snapshots: set[UUID] = field(default_factory=set)
     mark: set[str] = field(default_factory=set)
+    deleted_before_loss: int = 0  # deletes of the batch whose lock was lost
 
     def remark(self, conn: Any) -> set[str]:
         """Extend the mark with snapshots registered since, and all pins;
@@ -117,20 +134,28 @@ class Epoch:
 
     def delete(self, digests: Iterable[str]) -> int:
         """Delete those of `digests` still unreachable and old, under the tenant lock."""
+        import psycopg
+
         deleted = 0
-        with self.rt.connection() as conn, conn.transaction():
-            conn.execute(LOCK_TENANT, {"tenant": self.tenant})
-            if conn.execute(STILL_HOLDER, {"id": self.id, "token": self.token}).fetchone() is None:
-                raise EpochLost(f"epoch {self.id} was taken over")
-            self.remark(conn)
-            for digest in digests:
-                if digest in self.mark:
-                    continue
-                info = self.rt.store.head(self.tenant, digest)
-                if info is None or info.last_modified >= self.cutoff:
-                    continue  # gone already, or rewritten inside the grace
-                self.rt.store.delete(self.tenant, digest)
-                deleted += 1
+        try:
+            with self.rt.connection() as conn, conn.transaction():
+                conn.execute(LOCK_TENANT, {"tenant": self.tenant})
+                if conn.execute(STILL_HOLDER, {"id": self.id, "token": self.token}
+                                ).fetchone() is None:
+                    raise EpochLost(f"epoch {self.id} was taken over")
+                self.remark(conn)
+                for digest in digests:
+                    if digest in self.mark:
+                        continue
+                    info = self.rt.store.head(self.tenant, digest)
+                    if info is None or info.last_modified >= self.cutoff:
+                        continue  # gone already, or rewritten inside the grace
+                    conn.execute(LOCK_HELD)  # raises once the session is gone
+                    self.rt.store.delete(self.tenant, digest)
+                    deleted += 1
+        except psycopg.Error as error:
+            self.deleted_before_loss = deleted
+            raise LockLost(f"lost the tenant lock's session ({type(error).__name__})") from None
         return deleted
 
 
@@ -204,9 +229,18 @@ def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
         return Complete({"epoch": epoch_id, "dry_run": False, **counts})
     except EpochLost as error:
         return Fail(str(error))
+    except LockLost as error:
+        # The lock went with its session; what was deleted before was
+        # deleted under it. The next sweep starts a fresh epoch.
+        counts["deleted"] += epoch.deleted_before_loss
+        _end(epoch, "ABORTED", counts, str(error))
+        return Retry(f"GC epoch {epoch_id} aborted: {error}")
     except MarkIncomplete as error:
         _end(epoch, "ABORTED", counts, str(error))
         return Fail(f"GC epoch {epoch_id} aborted: {error}")
+    except StoreRefused as error:
+        _end(epoch, "ABORTED", counts, "object store refused")
+        return Fail(f"GC epoch {epoch_id} aborted: object store: {error}")
     except StoreError as error:
         _end(epoch, "ABORTED", counts, "object store error")
         return Retry(f"object store: {error}")

@@ -99,7 +99,7 @@ def walk_snapshot(
     not in `expected_state`, Retry for a store outage.
     """
     from handlers.runtime import pacer, runtime
-    from handlers.store import StoreError
+    from handlers.store import StoreError, StoreRefused
     from handlers.trees import walk_closure
 
     rt = runtime()
@@ -111,6 +111,8 @@ def walk_snapshot(
         return Complete({"skipped": snap.state})
     try:
         walk = walk_closure(rt.store, snap.tenant_id, snap.root_digest, between=pacer(ctx))
+    except StoreRefused as error:
+        return Fail(f"object store: {error}")
     except StoreError as error:
         return Retry(f"object store: {error}")
     return snap, walk

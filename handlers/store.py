@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -20,12 +20,20 @@ from urllib.parse import urlsplit
 from tick.errors import SettingsError
 from tick.settings import Settings
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Matched with fullmatch: `$` would accept a trailing newline (SPEC §11.2).
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Objects are read and hashed this many bytes at a time (SPEC §10).
+CHUNK_SIZE = 1 << 20
 
 
 class StoreError(Exception):
     """A transport failure (unreachable, timed out, throttled): worth a retry."""
+
+
+class StoreRefused(StoreError):
+    """The store will not do this, now or later (a symbolic link where a
+    tenant's directory should be): not worth a retry."""
 
 
 class ObjectMissing(Exception):
@@ -46,17 +54,22 @@ def digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def is_digest(value: object) -> bool:
+    """True for exactly `sha256:` and 64 lowercase hex characters."""
+    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
+
+
 def hex_of(digest: str) -> str:
     """The 64 hex characters of a valid digest; ValueError otherwise."""
-    if not DIGEST.match(digest):
+    if not is_digest(digest):
         raise ValueError(f"not a sha256 digest: {digest[:80]!r}")
     return digest[7:]
 
 
 def check_tenant(tenant_id: str) -> str:
     """A tenant id safe to use as a path segment and key prefix."""
-    if not TENANT.match(tenant_id):
-        raise ValueError(f"invalid tenant id {tenant_id[:80]!r}")
+    if not isinstance(tenant_id, str) or TENANT.fullmatch(tenant_id) is None:
+        raise ValueError(f"invalid tenant id {str(tenant_id)[:80]!r}")
     return tenant_id
 
 
@@ -64,7 +77,13 @@ class ObjectStore(Protocol):
     """What every store can do with a tenant's objects."""
 
     def get(self, tenant_id: str, digest: str) -> bytes:
-        """The stored bytes (unverified). `ObjectMissing` if absent."""
+        """The stored bytes (unverified), whole. `ObjectMissing` if absent."""
+        ...
+
+    def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
+        """The stored bytes (unverified), `CHUNK_SIZE` at a time, so an object
+        of any size is read in bounded memory. `ObjectMissing` if absent
+        (raised by the first step)."""
         ...
 
     def put(self, tenant_id: str, data: bytes) -> str:
@@ -89,10 +108,18 @@ class ObjectStore(Protocol):
 
 
 class ContentAddressed:
-    """`put` for stores that implement `put_at`: the digest is the address."""
+    """`put` for stores that implement `put_at`, `get` for stores that
+    implement `chunks`: the digest is the address."""
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         raise NotImplementedError
+
+    def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
+        raise NotImplementedError
+
+    def get(self, tenant_id: str, digest: str) -> bytes:
+        """The stored bytes (unverified), whole. `ObjectMissing` if absent."""
+        return b"".join(self.chunks(tenant_id, digest))
 
     def put(self, tenant_id: str, data: bytes) -> str:
         """Store `data` under its digest (always writing); return the digest."""

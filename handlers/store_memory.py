@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 
-from handlers.store import ContentAddressed, ObjectInfo, ObjectMissing, check_tenant, hex_of
+from handlers.store import (
+    CHUNK_SIZE,
+    ContentAddressed,
+    ObjectInfo,
+    ObjectMissing,
+    check_tenant,
+    hex_of,
+)
 
 
 class MemoryStore(ContentAddressed):
@@ -23,6 +30,11 @@ class MemoryStore(ContentAddressed):
         if found is None:
             raise ObjectMissing(digest)
         return found[0]
+
+    def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
+        data = memoryview(self.get(tenant_id, digest))
+        for start in range(0, len(data), CHUNK_SIZE):
+            yield bytes(data[start:start + CHUNK_SIZE])
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         key = (check_tenant(tenant_id), hex_of(digest))

@@ -7,17 +7,18 @@ failures become `StoreError` (a Retry for the handlers); a missing key is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from handlers.store import (
-    DIGEST,
+    CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,
     ObjectMissing,
     StoreError,
     check_tenant,
     hex_of,
+    is_digest,
 )
 from tick.errors import AwcError
 from tick.settings import Settings
@@ -72,15 +73,18 @@ class S3Store(ContentAddressed):
         except BotoCoreError as error:
             raise StoreError(f"{what}: {type(error).__name__}") from None
 
-    def get(self, tenant_id: str, digest: str) -> bytes:
+    def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
         from botocore.exceptions import BotoCoreError
 
         reply = self._call(digest, self._client.get_object, Bucket=self.bucket,
                            Key=self._key(tenant_id, digest))
+        body = reply["Body"]
         try:
-            return bytes(reply["Body"].read())
+            yield from body.iter_chunks(CHUNK_SIZE)
         except (BotoCoreError, OSError) as error:
             raise StoreError(f"{digest}: {type(error).__name__}") from None
+        finally:
+            body.close()  # a reader that stops early frees the connection
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
         self._call(digest, self._client.put_object, Bucket=self.bucket,
@@ -108,7 +112,7 @@ class S3Store(ContentAddressed):
             for page in pages:
                 for item in page.get("Contents", []):
                     digest = "sha256:" + item["Key"][len(base):]
-                    if DIGEST.match(digest):
+                    if is_digest(digest):
                         yield ObjectInfo(digest, int(item["Size"]), item["LastModified"])
         except (ClientError, BotoCoreError) as error:
             raise StoreError(f"listing objects: {type(error).__name__}") from None

@@ -1,31 +1,46 @@
-"""Trees and closures (SPEC §11.2), and the producer side: writing trees.
+"""Trees and closures (SPEC §10, §11.2), and the producer side: writing trees.
 
 A tree is the UTF-8 JSON `{"entries": [{"name", "digest", "type"}, ...]}`
-with entries sorted by name, written with sorted keys and no spaces. The
-entry that references an object says whether it is a blob or a tree. A
-snapshot's closure is every object reachable from its root tree.
+with entries sorted by name, written with sorted keys and no spaces. It is
+valid only in exactly those canonical bytes: no duplicate keys, no extra
+fields, no NaN, and entry names that are unique, non-empty, hold no `/` or
+NUL and are not `.` or `..`. The entry that references an object says
+whether it is a blob or a tree. A snapshot's closure is every object
+reachable from its root tree.
+
+The walk is iterative (no recursion limit) and visits each object once per
+(digest, type): bytes referenced as a blob in one place and as a tree in
+another are also read as a tree, so a child reachable only through that tree
+is never missed (SPEC §10). Blobs are hashed in chunks, never held whole;
+a walk that only marks (GC) never reads a blob at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from handlers.store import DIGEST, ObjectMissing, ObjectStore, digest_of
+from handlers.store import ObjectMissing, ObjectStore, digest_of, is_digest
 
 VERDICT_LIST_LIMIT = 50
+# A tree is read whole to be parsed: past this size it is corrupt, whatever
+# it says (a directory of ~500,000 entries).
+MAX_TREE_BYTES = 64 << 20
+ENTRY_KEYS = ("digest", "name", "type")
 
 # A dict tree for `write_tree`: names map to bytes (blobs) or nested dicts.
 TreeSpec = Mapping[str, "bytes | str | TreeSpec"]
 
 
 class CorruptTree(ValueError):
-    """Bytes that should be a tree do not parse as one."""
+    """Bytes that should be a tree are not a canonical tree."""
 
 
 def encode_tree(entries: list[dict[str, str]]) -> bytes:
@@ -34,26 +49,73 @@ def encode_tree(entries: list[dict[str, str]]) -> bytes:
     return json.dumps({"entries": ordered}, sort_keys=True, separators=(",", ":")).encode()
 
 
-def parse_tree(data: bytes) -> list[tuple[str, str]]:
-    """The (digest, type) of each entry; `CorruptTree` if not a valid tree."""
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise CorruptTree("not JSON") from None
-    entries = doc.get("entries") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise CorruptTree("no entries list")
-    found = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise CorruptTree("entry is not an object")
-        digest, kind, name = entry.get("digest"), entry.get("type"), entry.get("name")
-        if not isinstance(name, str) or not isinstance(digest, str) or not DIGEST.match(digest):
-            raise CorruptTree("bad entry")
-        if kind not in ("blob", "tree"):
-            raise CorruptTree("bad entry type")
-        found.append((digest, kind))
+def valid_name(name: str) -> bool:
+    """An entry name a tree may hold (SPEC §11.2)."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise CorruptTree("duplicate key")
     return found
+
+
+def _no_constant(name: str) -> Any:
+    raise CorruptTree(f"{name} is not JSON")
+
+
+def parse_tree(data: bytes) -> list[tuple[str, str]]:
+    """The (digest, type) of each entry; `CorruptTree` unless `data` is a
+    tree in exactly its canonical bytes."""
+    try:
+        doc = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys,
+                         parse_constant=_no_constant)
+    except RecursionError:
+        raise CorruptTree("nested too deeply") from None
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptTree("not a JSON tree") from None
+    if not isinstance(doc, dict) or list(doc) != ["entries"] or not isinstance(
+            doc["entries"], list):
+        raise CorruptTree("not an object holding only an entries list")
+    names: set[str] = set()
+    found = []
+    for entry in doc["entries"]:
+        if not isinstance(entry, dict) or sorted(entry) != list(ENTRY_KEYS):
+            raise CorruptTree("an entry is not exactly {digest, name, type}")
+        digest, kind, name = entry["digest"], entry["type"], entry["name"]
+        if not isinstance(name, str) or not valid_name(name) or name in names:
+            raise CorruptTree("an entry name is empty, a path, or a duplicate")
+        names.add(name)
+        if not is_digest(digest):
+            raise CorruptTree("an entry digest is not a sha256 digest")
+        if kind not in ("blob", "tree"):
+            raise CorruptTree("an entry type is neither blob nor tree")
+        found.append((digest, kind))
+    if encode_tree(doc["entries"]) != data:
+        raise CorruptTree("not in canonical form")
+    return found
+
+
+def _read_tree(store: ObjectStore, tenant_id: str, digest: str) -> bytes:
+    """A tree object's bytes, read in chunks and refused past MAX_TREE_BYTES."""
+    parts, size = [], 0
+    with closing(store.chunks(tenant_id, digest)) as chunks:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > MAX_TREE_BYTES:
+                raise CorruptTree("larger than a tree may be")
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+def _hashes_to(store: ObjectStore, tenant_id: str, digest: str) -> bool:
+    """True if the object's bytes hash to `digest`, read in chunks."""
+    hasher = hashlib.sha256()
+    with closing(store.chunks(tenant_id, digest)) as chunks:
+        for chunk in chunks:
+            hasher.update(chunk)
+    return "sha256:" + hasher.hexdigest() == digest
 
 
 @dataclass
@@ -62,8 +124,8 @@ class Walk:
 
     seen: set[str] = field(default_factory=set)
     present: set[str] = field(default_factory=set)
-    missing: list[str] = field(default_factory=list)
-    corrupt: list[str] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)
+    corrupt: set[str] = field(default_factory=set)
 
     def verdict(self) -> dict[str, Any]:
         """The SPEC §10.1 verdict, lists cut at 50."""
@@ -85,52 +147,79 @@ def walk_closure(
     verify: bool = True,
     between: Callable[[], None] | None = None,
 ) -> Walk:
-    """Visit every object reachable from `root`, once each.
+    """Visit every object reachable from `root`, once per (digest, type).
 
     With `verify`, each object is hashed against its digest; a mismatch, or a
-    tree that does not parse, is corrupt and its children are not followed.
-    `between` runs before each object (heartbeat, cancellation check).
-    Transport failures propagate as `StoreError`.
+    tree that is not canonical, is corrupt and its children are not followed.
+    Without it (GC's mark) blobs are not read, only trees. `between` runs
+    before each object read (heartbeat, cancellation check). Transport
+    failures propagate as `StoreError`.
     """
     walk = Walk()
+    visited: set[tuple[str, str]] = set()
+    hashed_bad: set[str] = set()  # bytes that do not hash to their digest
     todo: deque[tuple[str, str]] = deque([(root, "tree")])
     while todo:
         digest, kind = todo.popleft()
-        if digest in walk.seen:
+        if (digest, kind) in visited:
             continue
+        visited.add((digest, kind))
         walk.seen.add(digest)
+        if digest in walk.missing or digest in hashed_bad:
+            continue  # its bytes are known: nothing more to learn from them
+        if kind == "blob" and not verify:
+            walk.present.add(digest)
+            continue
         if between is not None:
             between()
         try:
-            data = store.get(tenant_id, digest)
+            if kind == "blob":
+                intact = _hashes_to(store, tenant_id, digest)
+                children: list[tuple[str, str]] = []
+            else:
+                data = _read_tree(store, tenant_id, digest)
+                intact = not verify or digest_of(data) == digest
+                children = parse_tree(data) if intact else []
         except ObjectMissing:
-            walk.missing.append(digest)
+            walk.missing.add(digest)
             continue
-        if verify and digest_of(data) != digest:
-            walk.corrupt.append(digest)
+        except CorruptTree:
+            walk.corrupt.add(digest)  # bytes may be an intact blob elsewhere
+            walk.present.add(digest)
             continue
-        if kind == "tree":
-            try:
-                children = parse_tree(data)
-            except CorruptTree:
-                walk.corrupt.append(digest)
-                continue
-            todo.extend(c for c in children if c[0] not in walk.seen)
+        if not intact:
+            hashed_bad.add(digest)
+            walk.corrupt.add(digest)
+            walk.present.discard(digest)
+            continue
         walk.present.add(digest)
+        todo.extend(child for child in children if child not in visited)
     return walk
 
 
 def write_tree(store: ObjectStore, tenant_id: str, tree: TreeSpec) -> str:
-    """Write a dict tree (names to bytes/str blobs or nested dicts); return its root."""
-    entries = []
-    for name, value in tree.items():
-        if isinstance(value, Mapping):
-            entries.append({"name": name, "digest": write_tree(store, tenant_id, value),
-                            "type": "tree"})
-        else:
-            data = value.encode() if isinstance(value, str) else bytes(value)
-            entries.append({"name": name, "digest": store.put(tenant_id, data), "type": "blob"})
-    return store.put(tenant_id, encode_tree(entries))
+    """Write a dict tree (names to bytes/str blobs or nested dicts); return its
+    root. Iterative: a tree of any depth is written bottom-up."""
+    digests: dict[int, str] = {}
+    stack: list[tuple[Mapping[str, Any], bool]] = [(tree, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((v, False) for v in node.values() if isinstance(v, Mapping))
+            continue
+        entries = []
+        for name, value in node.items():
+            if not valid_name(name):
+                raise ValueError(f"invalid tree entry name {name[:80]!r}")
+            if isinstance(value, Mapping):
+                entries.append({"name": name, "digest": digests[id(value)], "type": "tree"})
+            else:
+                data = value.encode() if isinstance(value, str) else bytes(value)
+                entries.append({"name": name, "digest": store.put(tenant_id, data),
+                                "type": "blob"})
+        digests[id(node)] = store.put(tenant_id, encode_tree(entries))
+    return digests[id(tree)]
 
 
 def write_directory(store: ObjectStore, tenant_id: str, path: str | os.PathLike[str]) -> str:
@@ -142,12 +231,16 @@ def write_directory(store: ObjectStore, tenant_id: str, path: str | os.PathLike[
 
 
 def _read_directory(path: Path) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for entry in sorted(path.iterdir()):
-        if entry.is_symlink():
-            continue
-        if entry.is_dir():
-            tree[entry.name] = _read_directory(entry)
-        elif entry.is_file():
-            tree[entry.name] = entry.read_bytes()
-    return tree
+    root: dict[str, Any] = {}
+    todo: list[tuple[Path, dict[str, Any]]] = [(path, root)]
+    while todo:
+        folder, tree = todo.pop()
+        for entry in sorted(folder.iterdir()):
+            if entry.is_symlink():
+                continue
+            if entry.is_dir():
+                tree[entry.name] = {}
+                todo.append((entry, tree[entry.name]))
+            elif entry.is_file():
+                tree[entry.name] = entry.read_bytes()
+    return root

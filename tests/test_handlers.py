@@ -148,11 +148,11 @@ def test_store_outage_is_a_retry_then_ready(
         def __getattr__(self, name: str) -> Any:
             return getattr(store, name)
 
-        def get(self, tenant_id: str, digest: str) -> bytes:
+        def chunks(self, tenant_id: str, digest: str) -> Any:
             if len(reads) == 1:
                 moto_s3.stop()
             reads.append(digest)
-            return bytes(store.get(tenant_id, digest))
+            return store.chunks(tenant_id, digest)
 
     configure(db_url, OutageMidWalk())
     try:

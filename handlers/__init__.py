@@ -7,8 +7,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from handlers.store import ObjectStore
     from tick.settings import Settings
+
+    from .store import ObjectStore
 
 BUILTIN_KINDS = ("validate", "scrub", "expire", "retain", "gc", "prune")
 
@@ -16,11 +17,11 @@ BUILTIN_KINDS = ("validate", "scrub", "expire", "retain", "gc", "prune")
 def configure(settings: Settings, store: ObjectStore | None = None) -> None:
     """Open the object store named by `AWC_CAS_URL` (unless one is given) and
     register the built-in kinds for this process."""
-    from handlers.runtime import Runtime, install
-    from handlers.store import open_store
+    from .runtime import Runtime, install
+    from .store import open_store
 
     if store is None:
         store = open_store(settings.require_cas_url(), settings)
     install(Runtime(settings=settings, store=store))
     for module in BUILTIN_KINDS:
-        importlib.import_module(f"handlers.{module}")
+        importlib.import_module(f"{__name__}.{module}")

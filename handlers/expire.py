@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from handlers.payloads import WorkspacePayload
-from handlers.runtime import runtime
-from handlers.ttl import next_step
 from tick import Complete, Fail, JobContext, handler
+
+from .payloads import WorkspacePayload
+from .runtime import runtime
+from .ttl import next_step
 
 LOAD = """
 SELECT state, expires_at, expiring_since, version, now()

@@ -24,11 +24,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from handlers.payloads import TenantPayload
-from handlers.runtime import Runtime, pacer, runtime
-from handlers.store import StoreError, StoreRefused
-from handlers.trees import walk_closure
 from tick import Complete, Fail, JobContext, Retry, handler
+
+from .payloads import TenantPayload
+from .runtime import Runtime, pacer, runtime
+from .store import StoreError, StoreRefused
+from .trees import walk_closure
 
 DELETE_CHUNK = 100
 

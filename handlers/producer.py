@@ -24,9 +24,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from handlers.store import ObjectStore
-from handlers.trees import TreeSpec, write_tree
 from tick.queue import enqueue
+
+from .store import ObjectStore
+from .trees import TreeSpec, write_tree
 
 if TYPE_CHECKING:
     import psycopg

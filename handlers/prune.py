@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.payloads import PrunePayload
-from handlers.runtime import runtime
 from tick import Complete, JobContext, handler
 from tick.maintenance import prune as prune_jobs
+
+from .payloads import PrunePayload
+from .runtime import runtime
 
 
 @handler("prune", payload=PrunePayload)

@@ -11,8 +11,9 @@ from tick.outcomes import Complete, Fail, Retry
 if TYPE_CHECKING:
     import psycopg
 
-    from handlers.trees import Walk
     from tick.context import JobContext
+
+    from .trees import Walk
 
 LOAD_SNAPSHOT = """
 SELECT id, tenant_id, workspace_id, root_digest, state, version
@@ -98,9 +99,9 @@ def walk_snapshot(
     early: Fail for a missing snapshot, Complete({"skipped": state}) for one
     not in `expected_state`, Retry for a store outage.
     """
-    from handlers.runtime import pacer, runtime
-    from handlers.store import StoreError, StoreRefused
-    from handlers.trees import walk_closure
+    from .runtime import pacer, runtime
+    from .store import StoreError, StoreRefused
+    from .trees import walk_closure
 
     rt = runtime()
     with rt.connection() as conn:

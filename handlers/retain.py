@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.payloads import SnapshotPayload
-from handlers.records import load_snapshot, set_snapshot_state
-from handlers.runtime import runtime
 from tick import Complete, Fail, JobContext, handler
+
+from .payloads import SnapshotPayload
+from .records import load_snapshot, set_snapshot_state
+from .runtime import runtime
 
 WORKSPACE = "SELECT state, keep_last FROM awc.workspaces WHERE id = %(id)s"
 

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from handlers.store import ObjectStore
 from tick.context import JobContext
 from tick.db import APPLICATION_NAME, CONNECT_TIMEOUT_SECS, STATEMENT_TIMEOUT_MS
 from tick.settings import Settings
+
+from .store import ObjectStore
 
 if TYPE_CHECKING:
     import psycopg

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.payloads import SnapshotPayload
-from handlers.records import audit, load_snapshot, set_snapshot_state, walk_snapshot
-from handlers.runtime import runtime
 from tick import Complete, JobContext, handler
+
+from .payloads import SnapshotPayload
+from .records import audit, load_snapshot, set_snapshot_state, walk_snapshot
+from .runtime import runtime
 
 PIN_SURVIVORS = """
 INSERT INTO awc.gc_pins (tenant_id, digest, snapshot_id, reason)

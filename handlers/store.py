@@ -132,11 +132,11 @@ def open_store(url: str, settings: Settings | None = None) -> ObjectStore:
     """The store named by `AWC_CAS_URL` (SPEC §11.1)."""
     parts = urlsplit(url)
     if parts.scheme == "memory":
-        from handlers.store_memory import MemoryStore
+        from .store_memory import MemoryStore
 
         return MemoryStore()
     if parts.scheme == "file":
-        from handlers.store_file import FileStore
+        from .store_file import FileStore
 
         if parts.netloc not in ("", "localhost"):
             raise SettingsError("AWC_CAS_URL: a file:// URL needs an absolute path (file:///dir)")
@@ -144,7 +144,7 @@ def open_store(url: str, settings: Settings | None = None) -> ObjectStore:
             raise SettingsError("AWC_CAS_URL: a file:// URL needs a directory (file:///dir)")
         return FileStore(parts.path)
     if parts.scheme == "s3":
-        from handlers.store_s3 import S3Store
+        from .store_s3 import S3Store
 
         if not parts.netloc:
             raise SettingsError("AWC_CAS_URL: an s3:// URL needs a bucket (s3://bucket/prefix)")

@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from handlers.store import (
+from .store import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 
-from handlers.store import (
+from .store import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,

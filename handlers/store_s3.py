@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from handlers.store import (
+from tick.errors import AwcError
+from tick.settings import Settings
+
+from .store import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,
@@ -20,8 +23,6 @@ from handlers.store import (
     hex_of,
     is_digest,
 )
-from tick.errors import AwcError
-from tick.settings import Settings
 
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 

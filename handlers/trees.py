@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from handlers.store import ObjectMissing, ObjectStore, digest_of, is_digest
+from .store import ObjectMissing, ObjectStore, digest_of, is_digest
 
 VERDICT_LIST_LIMIT = 50
 # A tree is read whole to be parsed: past this size it is corrupt, whatever

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.payloads import SnapshotPayload
-from handlers.records import load_snapshot, set_snapshot_state, walk_snapshot
-from handlers.runtime import runtime
 from tick import Complete, JobContext, handler
+
+from .payloads import SnapshotPayload
+from .records import load_snapshot, set_snapshot_state, walk_snapshot
+from .runtime import runtime
 
 
 @handler("snapshot_validate", payload=SnapshotPayload, lease_secs=600)

@@ -211,7 +211,7 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     """Each store backend in turn, empty."""
-    from handlers.store import open_store
+    from tick.handlers.store import open_store
 
     if store_kind == "memory":
         return open_store("memory://")

@@ -10,15 +10,15 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import tick.handlers as handlers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
+from tick.handlers.producer import ensure_tenant, register_snapshot, upload
+from tick.handlers.runtime import runtime
+from tick.handlers.store_memory import MemoryStore
+from tick.handlers.trees import walk_closure, write_tree
 
-import handlers
-from handlers.producer import ensure_tenant, register_snapshot, upload
-from handlers.runtime import runtime
-from handlers.store_memory import MemoryStore
-from handlers.trees import walk_closure, write_tree
 from tick import tick
 from tick.db import connect
 from tick.queue import enqueue

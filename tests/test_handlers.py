@@ -10,14 +10,14 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
+import tick.handlers as handlers
 from pydantic import SecretStr
+from tick.handlers.producer import create_workspace, ensure_tenant, register_snapshot
+from tick.handlers.runtime import runtime
+from tick.handlers.store import digest_of
+from tick.handlers.trees import write_tree
+from tick.handlers.ttl import Step, next_step
 
-import handlers
-from handlers.producer import create_workspace, ensure_tenant, register_snapshot
-from handlers.runtime import runtime
-from handlers.store import digest_of
-from handlers.trees import write_tree
-from handlers.ttl import Step, next_step
 from tests.conftest import job_row, wait_for
 from tick import tick
 from tick.db import connect
@@ -132,7 +132,8 @@ def test_validate_twice_is_harmless(env: Any, conn: psycopg.Connection[Any]) -> 
 def test_store_outage_is_a_retry_then_ready(
     db_url: str, conn: psycopg.Connection[Any], moto_s3: Any
 ) -> None:
-    from handlers.store import open_store
+    from tick.handlers.store import open_store
+
     from tests.conftest import new_bucket, s3_settings
 
     settings = s3_settings(moto_s3, new_bucket(moto_s3))

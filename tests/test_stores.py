@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tick.handlers.store import ObjectMissing, StoreError, digest_of, open_store
+from tick.handlers.trees import encode_tree, parse_tree, walk_closure, write_directory, write_tree
 
-from handlers.store import ObjectMissing, StoreError, digest_of, open_store
-from handlers.trees import encode_tree, parse_tree, walk_closure, write_directory, write_tree
 from tests.conftest import MotoS3, new_bucket, s3_settings
 from tick.errors import SettingsError
 

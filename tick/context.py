@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,10 +22,16 @@ class JobContext:
     """The running job's view of itself.
 
     `deadline` is when the job must be done (its lease end, never past the
-    tick's deadline); `heartbeat()` extends the lease by a fenced write;
-    `cancelled` turns true at the deadline, on operator cancel, and at once
-    when the process is asked to stop. Cooperative handlers call `check()`
-    between units of work.
+    tick's deadline; during a stop, never past the end of the stop grace);
+    `heartbeat()` extends the lease by a fenced write; `cancelled` turns true
+    at the deadline, on operator cancel, and at once when the process is
+    asked to stop. Cooperative handlers call `check()` between units of work.
+
+    A stop is not a cancel (SPEC §6.1, §7.1): `stopping` says which it is. A
+    handler that lets `JobCancelled` propagate during a stop hands its job
+    back at once (released, attempt refunded); one that would rather finish
+    within the grace calls `check(finish_on_stop=True)`, which raises only at
+    the deadline, on cancel or on a lost lease.
     """
 
     __slots__ = (
@@ -33,6 +40,7 @@ class JobContext:
         "_deadline",
         "_event",
         "_extend",
+        "_grace_end",
         "_lost",
         "_stopping",
         "attempts",
@@ -66,6 +74,7 @@ class JobContext:
         self._cancelled = False
         self._event: threading.Event | None = None
         self._stopping = False
+        self._grace_end = math.inf
         self._lost = False
         self._abandoned = False
 
@@ -84,12 +93,20 @@ class JobContext:
         """True once the job should stop: deadline, cancel, lost lease or shutdown."""
         return self._cancelled or time.monotonic() >= self._deadline
 
-    def check(self) -> None:
-        """Raise `JobCancelled` (or `LeaseLost`) once `cancelled` is true."""
+    def check(self, *, finish_on_stop: bool = False) -> None:
+        """Raise `JobCancelled` (or `LeaseLost`) once `cancelled` is true.
+
+        With `finish_on_stop`, a process stop alone does not raise: the
+        handler keeps going until its deadline, which a stop moves to the end
+        of the grace, so it can finish what it started.
+        """
         if self._lost or self._abandoned:
             raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
-        if self.cancelled:
-            raise JobCancelled(f"job {self.job_id} was asked to stop")
+        if time.monotonic() >= self._deadline:
+            raise JobCancelled(f"job {self.job_id} reached its deadline")
+        if self._cancelled and not (finish_on_stop and self._stopping):
+            reason = "the process is stopping" if self._stopping else "it was cancelled"
+            raise JobCancelled(f"job {self.job_id} was asked to stop: {reason}")
 
     def heartbeat(self) -> None:
         """Extend the lease by a fenced write; raise `LeaseLost` if it is gone."""
@@ -99,7 +116,8 @@ class JobContext:
         if new_deadline is None:
             self.mark_lost()
             raise LeaseLost(f"job {self.job_id} lost its lease or was cancelled")
-        self._deadline = new_deadline
+        # A longer lease never lengthens a stop's grace.
+        self._deadline = min(new_deadline, self._grace_end)
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True if cancelled."""
@@ -113,10 +131,14 @@ class JobContext:
 
     # The engine's side -------------------------------------------------------
 
-    def cancel(self, *, stopping: bool = False) -> None:
-        """Ask the handler to stop (engine use)."""
+    def cancel(self, *, stopping: bool = False, grace_end: float | None = None) -> None:
+        """Ask the handler to stop (engine use); a stop's grace ends at
+        `grace_end` (a `time.monotonic()` instant), which bounds the deadline."""
         if stopping:
             self._stopping = True
+        if grace_end is not None:
+            self._grace_end = grace_end
+            self._deadline = min(self._deadline, grace_end)
         self._set_cancelled()
 
     def mark_lost(self) -> None:

@@ -33,7 +33,7 @@ from tick.run_once import maintenance_for
 from tick.settings import load_settings
 
 if TYPE_CHECKING:
-    from handlers.trees import TreeSpec
+    from tick.handlers.trees import TreeSpec
 
 DEMO_DB = "awc_demo"
 
@@ -60,8 +60,8 @@ def _seed(conn: Any, store: Any, tenant: str, queue: str) -> dict[str, Any]:
     and their validation is enqueued on the demo's queue; two older READY
     snapshots stand for the control plane's history.
     """
-    from handlers.producer import create_workspace, ensure_tenant, upload
-    from handlers.trees import write_tree
+    from tick.handlers.producer import create_workspace, ensure_tenant, upload
+    from tick.handlers.trees import write_tree
 
     ensure_tenant(conn, tenant)
     now = datetime.now(UTC)
@@ -95,9 +95,9 @@ def _seed(conn: Any, store: Any, tenant: str, queue: str) -> dict[str, Any]:
 
 
 def _blob_digest(text: str) -> str:
-    from handlers.store import digest_of
+    import hashlib
 
-    return digest_of(text.encode())
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _enqueue_all(conn: Any, seeded: dict[str, Any], tenant: str, queue: str,
@@ -136,8 +136,8 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
 
 def run_demo(directory: str, database_url: str | None) -> None:
     """The whole demo; rerunnable (the database and the store are made anew)."""
-    import handlers
-    from handlers.store import open_store
+    import tick.handlers as handlers
+    from tick.handlers.store import open_store
 
     began = time.monotonic()
     load_settings()  # every command validates the environment first (SPEC §2)
@@ -193,7 +193,7 @@ def run_demo(directory: str, database_url: str | None) -> None:
         click.echo(f"\ndone in {time.monotonic() - began:.1f}s; rerun any time "
                    f"(`awc demo --dir {directory}`)")
     finally:
-        from handlers.runtime import runtime
+        from tick.handlers.runtime import runtime
 
         with contextlib.suppress(RuntimeError):  # never configured: nothing to close
             runtime().close()

@@ -747,8 +747,9 @@ class _Pass:
     def _begin_stop(self, now: float) -> None:
         self.stopping_since = now
         self.claiming = False
+        grace_end = now + self.spec.stop_grace_secs
         for run in self.running.values():
-            run.ctx.cancel(stopping=True)
+            run.ctx.cancel(stopping=True, grace_end=grace_end)
 
     def _request_heartbeat(self, ctx: JobContext) -> float | None:
         run = self.running.get(ctx.job_id)

@@ -46,7 +46,7 @@ def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
 def prepare_handlers(settings: Settings) -> None:
     """Open the object store (`AWC_CAS_URL`, required: a missing one is a
     settings error), then register the built-in kinds and `AWC_HANDLER_MODULES`."""
-    import handlers
+    import tick.handlers as handlers
 
     handlers.configure(settings)
     import_handler_modules(settings.handler_module_names)

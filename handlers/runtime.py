@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.context import JobContext
 from tick.db import APPLICATION_NAME, CONNECT_TIMEOUT_SECS, STATEMENT_TIMEOUT_MS
+from tick.loaders import clamp_timestamps
 from tick.settings import Settings
 
 from .store import ObjectStore
@@ -55,6 +56,9 @@ class Runtime:
                         "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
                     },
                     check=ConnectionPool.check_connection,
+                    # Rules compare timestamps: infinity must order after
+                    # every now(), never fail the row (SPEC §4.2).
+                    configure=clamp_timestamps,
                     name="awc-handlers",
                     open=True,
                 )

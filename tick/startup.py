@@ -28,10 +28,10 @@ def open_database(settings: Settings) -> psycopg.Connection[Any]:
 
 def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
     """Connect for a read-only or operator command: the schema must be
-    current and is never changed (SPEC §3); timestamps PostgreSQL holds but
-    Python cannot (infinity, years after 9999) are shown as the server
-    writes them."""
-    from tick.timestamps import show_timestamps
+    current and is never changed (SPEC §3); values PostgreSQL holds but
+    Python cannot load (an infinite timestamp, jsonb nested too deeply) are
+    shown as the server writes them."""
+    from tick.loaders import for_operators
 
     conn = connect(settings.dsn(), prepare=settings.db_prepare)
     try:
@@ -39,7 +39,7 @@ def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
     except BaseException:
         conn.close()
         raise
-    show_timestamps(conn)
+    for_operators(conn)
     return conn
 
 

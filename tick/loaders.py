@@ -1,14 +1,17 @@
-"""Timestamps PostgreSQL accepts but Python's `datetime` cannot hold (SPEC §4.2).
+"""Values PostgreSQL stores but Python cannot load as psycopg would (SPEC §4.2).
 
 A producer may write `infinity`, `-infinity`, a year after 9999 or a date BC
-into any timestamptz column; psycopg's own loader then raises for the whole
-row. Two loaders replace it where awc reads timestamps:
+into any timestamptz column, or a jsonb value nested deeper than Python's
+decoder goes; psycopg's own loaders then raise for the whole row. Loaders
+here replace them where awc reads such values:
 
 - `ClampedTimestamptz`, for rules that compare (a workspace that "never
   expires" is later than any now): out-of-range instants become
   `datetime.max` or `datetime.min`, which order the same way.
 - `ShownTimestamptz`, for operator output: such an instant is shown as the
   server wrote it (`infinity`, `10000-01-01 00:00:00+00`), never altered.
+- `ShownJsonb`, for operator output: a value too deep to decode is shown as
+  its JSON text.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import json
+
 from psycopg.errors import DataError
 from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.json import JsonbLoader
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,11 +57,23 @@ class ShownTimestamptz(TimestamptzLoader):
             return bytes(data).decode()
 
 
+class ShownJsonb(JsonbLoader):
+    """jsonb as Python values, or as its JSON text when nested too deeply."""
+
+    def load(self, data: Buffer) -> Any:
+        text = bytes(data).decode()
+        try:
+            return json.loads(text)
+        except RecursionError:
+            return text
+
+
 def clamp_timestamps(conn: psycopg.Connection[Any]) -> None:
     """Read every timestamptz on `conn` with `ClampedTimestamptz`."""
     conn.adapters.register_loader("timestamptz", ClampedTimestamptz)
 
 
-def show_timestamps(conn: psycopg.Connection[Any]) -> None:
-    """Read every timestamptz on `conn` with `ShownTimestamptz`."""
+def for_operators(conn: psycopg.Connection[Any]) -> None:
+    """Read timestamps and jsonb on `conn` as operator output shows them."""
     conn.adapters.register_loader("timestamptz", ShownTimestamptz)
+    conn.adapters.register_loader("jsonb", ShownJsonb)

@@ -1,0 +1,135 @@
+"""SPEC §4.2 "One bad outcome sinks nothing else", §6.1: whatever a handler
+returns or raises, its job gets an outcome naming the problem, the outcomes
+batched with it are recorded, and the tick never waits for its deadline."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import job_row
+from tick import Complete, Retry, tick
+from tick.queue import enqueue, enqueue_many
+from tick.registry import Registry, handler
+
+
+def registry_with(**fns: Any) -> Registry:
+    reg = Registry()
+    for kind, fn in fns.items():
+        handler(kind, registry=reg)(fn)
+    return reg
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_lone_surrogate_fails_its_own_job_and_the_batch_is_recorded(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # Badly decoded file names: a lone surrogate in a result and in an error.
+    reg = registry_with(
+        good=lambda ctx, p: {"n": p["n"]},
+        bad_result=lambda ctx, p: {"name": "report-\udcff.csv"},
+        bad_error=lambda ctx, p: Retry("cannot open \udcff\x00 file"),
+    )
+    jobs = [{"kind": "good", "payload": {"n": n}} for n in range(6)]
+    jobs[2:2] = [{"kind": "bad_result"}, {"kind": "bad_error", "max_attempts": 1}]
+    ids = enqueue_many(conn, jobs)
+    report = tick(conn, registry=reg, concurrency=8, max_secs=30)
+    assert report.completed == 6 and report.failed == 2 and report.stop_reason == "drained"
+    bad_result, bad_error = job_row(conn, ids[2]), job_row(conn, ids[3])
+    assert bad_result["state"] == "FAILED"
+    assert "lone surrogate" in bad_result["last_error"]
+    assert bad_error["state"] == "FAILED"
+    assert bad_error["last_error"] == "Retry: cannot open \\udcff file"
+    for job_id in ids[:2] + ids[4:]:
+        assert job_row(conn, job_id)["state"] == "COMPLETED"
+
+
+def test_an_outcome_the_database_refuses_fails_alone(conn: psycopg.Connection[Any]) -> None:
+    # Any refusal, not only the ones awc can foresee: here a constraint the
+    # operator added. The batch write fails; the engine records each outcome
+    # apart and fails only the refused one, naming the refusal.
+    conn.execute("ALTER TABLE awc.jobs ADD CONSTRAINT no_poison "
+                 "CHECK (result IS NULL OR NOT result ? 'poison')")
+    reg = registry_with(job=lambda ctx, p: p)
+    ids = enqueue_many(conn, [{"kind": "job", "payload": {"n": n}} for n in range(4)]
+                       + [{"kind": "job", "payload": {"poison": True}}])
+    report = tick(conn, registry=reg, concurrency=8, max_secs=30)
+    assert report.completed == 4 and report.failed == 1
+    poisoned = job_row(conn, ids[-1])
+    assert poisoned["state"] == "FAILED" and poisoned["result"] is None
+    assert poisoned["last_error"].startswith("OutcomeRefused: the database refused this job's "
+                                             "outcome (CheckViolation")
+    assert all(job_row(conn, i)["result"] == {"n": n} for n, i in enumerate(ids[:4]))
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+def test_a_handler_that_raises_a_base_exception_is_retried_at_once(
+    conn: psycopg.Connection[Any], raised: BaseException
+) -> None:
+    def handler_fn(ctx: Any, payload: Any) -> None:
+        raise raised
+
+    reg = registry_with(exits=handler_fn, fine=lambda ctx, p: None)
+    first = enqueue(conn, "exits", max_attempts=3)
+    enqueue(conn, "fine")
+    began = time.monotonic()
+    report = tick(conn, registry=reg, concurrency=1, max_secs=30)
+    assert time.monotonic() - began < 10  # the slot lived on: no wait for the deadline
+    assert report.retried == 1 and report.completed == 1 and report.stop_reason == "drained"
+    job = job_row(conn, first)
+    assert job["state"] == "PENDING" and job["last_error"].startswith(type(raised).__name__)
+
+
+@pytest.mark.parametrize(
+    ("value", "state", "error"),
+    [
+        (Retry(ValueError("disk full")), "PENDING", "ValueError: disk full"),
+        (nested(sys.getrecursionlimit() + 100), "FAILED", "ValueError: result is nested too "),
+        (Complete({1j: 2}), "FAILED", "TypeError: result is not JSON"),
+        ({"n": float("nan")}, "FAILED", "ValueError: result is not JSON"),
+        ({"n": "\x00"}, "FAILED", "ValueError: result contains a NUL"),
+    ],
+)
+def test_a_value_that_cannot_become_an_outcome_is_recorded_at_once(
+    conn: psycopg.Connection[Any], value: Any, state: str, error: str
+) -> None:
+    reg = registry_with(odd=lambda ctx, p: value, fine=lambda ctx, p: None)
+    odd = enqueue(conn, "odd")
+    enqueue(conn, "fine")
+    began = time.monotonic()
+    report = tick(conn, registry=reg, concurrency=1, max_secs=30)
+    assert time.monotonic() - began < 10
+    assert report.stop_reason == "drained" and report.completed == 1
+    job = job_row(conn, odd)
+    assert job["state"] == state and job["last_error"].startswith(error), job["last_error"]
+
+
+def test_an_escaped_backslash_before_u0000_is_not_a_nul(conn: psycopg.Connection[Any]) -> None:
+    reg = registry_with(path=lambda ctx, p: {"path": "C:\\u0000dir"})
+    job_id = enqueue(conn, "path")
+    assert tick(conn, registry=reg, max_secs=30).completed == 1
+    assert job_row(conn, job_id)["result"] == {"path": "C:\\u0000dir"}
+
+
+def test_a_payload_nested_too_deep_to_decode_is_a_fail(conn: psycopg.Connection[Any]) -> None:
+    # jsonb nests deeper than Python decodes: a Retry could never succeed.
+    reg = registry_with(deep=lambda ctx, p: None)
+    depth = sys.getrecursionlimit() * 3
+    job_id = conn.execute(
+        "INSERT INTO awc.jobs (kind, payload) VALUES ('deep', %s::jsonb) RETURNING id",
+        ('{"a":' + "[" * depth + "]" * depth + "}",)).fetchone()[0]
+    report = tick(conn, registry=reg, max_secs=30)
+    assert report.failed == 1
+    row = conn.execute("SELECT state, last_error FROM awc.jobs WHERE id = %s",
+                       (job_id,)).fetchone()
+    assert row == ("FAILED", "PayloadError: payload is nested too deeply to decode")

@@ -1,0 +1,276 @@
+"""SPEC §10, §10.5, §11.2: GC never deletes a live object, whatever the
+tenant's objects hold, whatever happens to its session, wherever its links
+point; validation sees every object of a closure."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.test_handlers import T, configure, drain, snapshot_state
+from tick.handlers.producer import ensure_tenant, register_snapshot
+from tick.handlers.runtime import runtime
+from tick.handlers.store import (
+    StoreRefused,
+    check_tenant,
+    digest_of,
+    hex_of,
+    open_store,
+)
+from tick.handlers.trees import CorruptTree, encode_tree, parse_tree, walk_closure, write_tree
+from tick.queue import enqueue
+
+OLD = datetime.now(UTC) - timedelta(days=3)
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "memory":
+        return open_store("memory://")
+    return open_store(f"file://{tmp_path}/store")
+
+
+@pytest.fixture
+def env(db_url: str, store: Any, conn: psycopg.Connection[Any]) -> Iterator[Any]:
+    configure(db_url, store, gc_canary_size=2)
+    ensure_tenant(conn, T)
+    yield store
+    runtime().close()
+
+
+def backdate_all(store: Any, tenant: str = T) -> None:
+    for info in list(store.list(tenant)):
+        store.set_modified(tenant, info.digest, OLD)
+
+
+def entry(name: str, digest: str, kind: str) -> dict[str, str]:
+    return {"name": name, "digest": digest, "type": kind}
+
+
+# -- one object, two types (item 1) -----------------------------------------------------
+
+
+def blob_and_tree_at_one_digest(store: Any) -> tuple[str, str]:
+    """A root that references the same bytes as a blob (first, by name) and
+    as a tree; only the tree leads to `child`. Returns (root, child)."""
+    child = store.put(T, b"reachable only through the tree")
+    inner = store.put(T, encode_tree([entry("c", child, "blob")]))
+    root = store.put(T, encode_tree([entry("a-copy.json", inner, "blob"),
+                                     entry("b-dir", inner, "tree")]))
+    return root, child
+
+
+def test_validate_follows_bytes_referenced_both_as_blob_and_as_tree(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    root, child = blob_and_tree_at_one_digest(env)
+    env.delete(T, child)
+    snap = register_snapshot(conn, T, root)
+    drain(conn)
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "FAILED" and verdict["missing"] == [child]
+    assert verdict["objects"] == 3  # distinct digests: root, the shared bytes, the child
+
+
+def test_gc_keeps_a_child_reachable_only_through_a_blob_typed_twin(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    root, child = blob_and_tree_at_one_digest(env)
+    register_snapshot(conn, T, root, validate=False, state="READY")
+    orphan = env.put(T, b"orphan")
+    backdate_all(env)
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    assert drain(conn).completed == 1
+    assert env.head(T, child) is not None
+    assert env.head(T, orphan) is None
+
+
+# -- the lock's session lost mid-batch (item 2) --------------------------------------------
+
+
+class KillsTheLockHolder:
+    """A store whose fifth delete is followed by the death of the session
+    holding GC's tenant lock (as an administrator's pg_terminate_backend,
+    an idle-in-transaction timeout or a failover would)."""
+
+    def __init__(self, store: Any, admin_url: str) -> None:
+        self._store = store
+        self._admin_url = admin_url
+        self.deletes: list[str] = []
+        self.killed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        self._store.delete(tenant_id, digest)
+        self.deletes.append(digest)
+        if len(self.deletes) == 5:
+            with psycopg.connect(self._admin_url, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'awc-handlers' AND datname = current_database() "
+                    "AND state LIKE 'idle in transaction%'").fetchall()
+            self.killed = killed == [(True,)]
+
+
+def test_gc_deletes_nothing_once_its_lock_session_is_lost(
+    db_url: str, conn: psycopg.Connection[Any], store: Any
+) -> None:
+    ensure_tenant(conn, T)
+    orphans = [store.put(T, f"orphan {n}".encode()) for n in range(40)]
+    backdate_all(store)
+    killer = KillsTheLockHolder(store, db_url)
+    configure(db_url, killer, gc_canary_size=2)
+    try:
+        job = enqueue(conn, "gc_sweep", {"tenant_id": T})
+        report = drain(conn)
+    finally:
+        runtime().close()
+    assert killer.killed
+    assert len(killer.deletes) == 5  # the canary's 2 and 3 more: none after the loss
+    assert sum(store.head(T, d) is not None for d in orphans) == 35
+    assert report.retried == 1
+    row = conn.execute("SELECT state, last_error FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row[0] == "PENDING" and "lost the tenant lock" in row[1]
+    epoch = conn.execute("SELECT state, deleted, error FROM awc.gc_epochs").fetchone()
+    assert epoch[0] == "ABORTED" and epoch[1] == 5 and "lost the tenant lock" in epoch[2]
+
+
+# -- symbolic links in a file:// store (item 3) ---------------------------------------------
+
+
+def test_a_tenant_directory_that_links_to_another_is_refused(
+    db_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    alice_root = write_tree(store, "alice", {"data": "alice's live data"})
+    for info in store.list("alice"):
+        store.set_modified("alice", info.digest, OLD)
+    os.symlink(tmp_path / "store" / "alice", tmp_path / "store" / "mallory")
+    for call in (lambda: list(store.list("mallory")),
+                 lambda: store.get("mallory", alice_root),
+                 lambda: store.head("mallory", alice_root),
+                 lambda: store.delete("mallory", alice_root),
+                 lambda: store.put("mallory", b"x")):
+        with pytest.raises(StoreRefused):
+            call()
+    configure(db_url, store, gc_grace_secs=0)
+    try:
+        for tenant in ("alice", "mallory"):
+            ensure_tenant(conn, tenant)
+        register_snapshot(conn, "alice", alice_root, validate=False, state="READY")
+        register_snapshot(conn, "mallory", alice_root)  # validate through the link
+        enqueue(conn, "gc_sweep", {"tenant_id": "mallory"})
+        report = drain(conn)
+    finally:
+        runtime().close()
+    assert report.failed == 2 and report.retried == 0  # refused, not retried forever
+    assert {info.digest for info in store.list("alice")} == {alice_root,
+                                                              digest_of(b"alice's live data")}
+
+
+def test_an_object_file_that_is_a_link_is_never_read_through(tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    secret = tmp_path / "outside.txt"
+    secret.write_bytes(b"not the store's")
+    digest = digest_of(b"not the store's")
+    store.put(T, b"anything")  # makes the tenant's directories
+    os.symlink(secret, tmp_path / "store" / T / "objects" / "sha256" / hex_of(digest))
+    with pytest.raises(StoreRefused):
+        store.get(T, digest)
+    store.delete(T, digest)  # removes the link, never its target
+    assert secret.read_bytes() == b"not the store's"
+
+
+# -- trees nested beyond any limit (item 7) ------------------------------------------------
+
+
+def test_a_tree_nested_too_deeply_is_corrupt_and_gc_goes_on(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    depth = 100_000
+    deep = env.put(T, b'{"entries":' + b"[" * depth + b"]" * depth + b"}")
+    snap = register_snapshot(conn, T, deep)
+    enqueue(conn, "gc_sweep", {"tenant_id": T}, priority=-1)
+    report = drain(conn)
+    assert report.completed == 2 and report.retried == 0
+    state, verdict = snapshot_state(conn, snap)
+    assert state == "FAILED" and verdict["corrupt"] == [deep]
+    assert conn.execute("SELECT state FROM awc.gc_epochs").fetchone() == ("COMPLETED",)
+
+
+def test_a_chain_of_trees_deeper_than_the_recursion_limit_is_walked(env: Any) -> None:
+    spec: dict[str, Any] = {"leaf": "bottom"}
+    for _ in range(3000):
+        spec = {"d": spec}
+    root = write_tree(env, T, spec)
+    walk = walk_closure(env, T, root)
+    assert not walk.missing and not walk.corrupt and len(walk.seen) == 3002
+
+
+# -- canonical trees and identifiers (item 25) ----------------------------------------------
+
+D = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"entries":[],"entries":[]}',
+        b'{"entries":[],"extra":1}',
+        b'{"entries":[{"digest":"' + D.encode() + b'","name":"a","type":"blob","x":1}]}',
+        b'{"entries":[{"digest":"' + D.encode() + b'","name":NaN,"type":"blob"}]}',
+        b'{"entries": []}',
+        b'{"entries":[{"name":"a","digest":"' + D.encode() + b'","type":"blob"}]}',
+        b'{"entries":[{"digest":"' + D.encode() + b'","name":"\\u0061","type":"blob"}]}',
+        b'{"entries":[{"digest":"' + D.encode() + b'\\n","name":"a","type":"blob"}]}',
+        b"[]",
+        b"\xff",
+    ],
+)
+def test_a_tree_not_in_its_canonical_bytes_is_corrupt(data: bytes) -> None:
+    with pytest.raises(CorruptTree):
+        parse_tree(data)
+
+
+@pytest.mark.parametrize("names", [["../../etc/passwd"], [""], ["a/b"], ["."], [".."],
+                                   ["a\x00b"], ["x", "x"], ["b", "a"]])
+def test_tree_entry_names_must_be_plain_and_unique(names: list[str]) -> None:
+    entries = [entry(n, D, "blob") for n in names]
+    text = json.dumps({"entries": entries}, sort_keys=True, separators=(",", ":")).encode()
+    with pytest.raises(CorruptTree):
+        parse_tree(text)
+
+
+def test_a_canonical_tree_parses() -> None:
+    data = encode_tree([entry("b", D, "tree"), entry("a", D, "blob"), entry("é", D, "blob")])
+    assert parse_tree(data) == [(D, "blob"), (D, "tree"), (D, "blob")]
+
+
+@pytest.mark.parametrize("tenant", ["acme\n", "acme\r\n", "\nacme", "ac/me", "..", ""])
+def test_identifiers_are_matched_in_full(tenant: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        check_tenant(tenant)
+    store = open_store(f"file://{tmp_path}/store")
+    with pytest.raises(ValueError):
+        store.put(tenant, b"x")
+    with pytest.raises(ValueError):
+        hex_of(D + "\n")
+    assert not (tmp_path / "store").exists() or list((tmp_path / "store").iterdir()) == []
+
+
+def test_a_gc_payload_naming_a_tenant_with_a_newline_is_a_fail(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    job = enqueue(conn, "gc_sweep", {"tenant_id": "acme\n"})
+    assert drain(conn).failed == 1
+    row = conn.execute("SELECT last_error FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row[0].startswith("ValidationError: tenant_id")

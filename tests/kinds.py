@@ -101,3 +101,33 @@ def fail(ctx: JobContext, payload: dict[str, Any]) -> Fail:
 @handler("boom")
 def boom(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise RuntimeError("exploded")
+
+
+class UnitsPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    units: int
+    unit_secs: float
+
+
+@handler("finisher", payload=UnitsPayload)
+def finisher(ctx: JobContext, payload: UnitsPayload) -> dict[str, Any]:
+    """Finishes what it started when the process stops, if the grace allows:
+    checks with finish_on_stop, and reports what it saw of the stop."""
+    record(ctx)
+    seen: dict[str, Any] = {"stopping": False}
+    for _ in range(payload.units):
+        ctx.check(finish_on_stop=True)
+        if ctx.stopping and not seen["stopping"]:
+            seen = {"stopping": True, "cancelled": ctx.cancelled,
+                    "remaining": round(ctx.remaining(), 2)}
+        time.sleep(payload.unit_secs)
+    return seen
+
+
+@handler("hands_back", payload=UnitsPayload)
+def hands_back(ctx: JobContext, payload: UnitsPayload) -> None:
+    """Hands its job back at once when the process stops: plain check()."""
+    record(ctx)
+    for _ in range(payload.units):
+        ctx.check()
+        time.sleep(payload.unit_secs)

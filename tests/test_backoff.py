@@ -61,3 +61,25 @@ def test_reconnect_delay_doubles_to_ten_seconds_plus_half_jitter(attempt: int, b
     delays = [reconnect_delay(attempt, jitter) for _ in range(500)]
     assert all(base <= d <= 1.5 * base for d in delays)
     assert max(delays) > 1.4 * base
+
+
+def test_processes_that_share_a_worker_id_draw_different_delays() -> None:
+    # SPEC §5: every Lambda of one function has the same AWC_WORKER_ID; the
+    # per-process nonce keeps their retries from firing on the same tick.
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("from tick.backoff import Jitter; "
+            "print([round(Jitter('awc-worker-1').delay(3), 6) for _ in range(4)])")
+    draws = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=30, check=True).stdout for _ in range(3)}
+    assert len(draws) == 3
+
+
+def test_a_given_nonce_makes_the_stream_reproducible() -> None:
+    assert [Jitter("w-1", nonce=7).unit() for _ in range(3)] == [
+        Jitter("w-1", nonce=7).unit() for _ in range(3)]
+    assert Jitter("w-1", nonce=7).unit() != Jitter("w-1", nonce=8).unit()
+

@@ -15,14 +15,13 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from tests.conftest import ROOT, awc_command, wait_for
-from tick.events import OVERFLOW, JobEvent
 from tick.handlers.producer import ensure_tenant, register_snapshot
 from tick.handlers.store import open_store
 from tick.handlers.trees import walk_closure, write_tree
+
+from tests.conftest import ROOT, awc_command, wait_for
+from tick.events import OVERFLOW, JobEvent
 from tick.metrics import Metrics
-from tick.queue import enqueue
 
 # -- label values (item 13) ----------------------------------------------------------------
 

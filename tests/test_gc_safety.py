@@ -13,8 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from tests.test_handlers import T, configure, drain, snapshot_state
 from tick.handlers.producer import ensure_tenant, register_snapshot
 from tick.handlers.runtime import runtime
 from tick.handlers.store import (
@@ -25,6 +23,8 @@ from tick.handlers.store import (
     open_store,
 )
 from tick.handlers.trees import CorruptTree, encode_tree, parse_tree, walk_closure, write_tree
+
+from tests.test_handlers import T, configure, drain, snapshot_state
 from tick.queue import enqueue
 
 OLD = datetime.now(UTC) - timedelta(days=3)

@@ -284,3 +284,22 @@ def test_the_real_runtime_client_invokes_and_reports_errors(
         output = proc.communicate(timeout=10)[0]
         api.close()
     assert "password" not in output.lower()
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [({"max_jobs": True}, "max_jobs"), ({"max_jobs": "3"}, "max_jobs"),
+     ({"max_jobs": 2.0}, "max_jobs"), ({"max_jobs": 10**12}, "max_jobs"),
+     ({"kinds": []}, "kinds"), ({"queues": []}, "queues"), ({"kinds": [""]}, "kinds"),
+     ({"kinds": [3]}, "kinds"), ({"queues": "default"}, "queues")],
+)
+def test_event_types_are_strict(
+    lam: Any, conn: psycopg.Connection[Any], bad: dict[str, Any], needle: str
+) -> None:
+    # SPEC §8: a wrong type raises, so Lambda counts an error; an empty
+    # kinds or queues list is refused rather than guessed at.
+    job_id = enqueue(conn, "ledger")
+    with pytest.raises(ValueError, match="invalid event") as caught:
+        lam.handler(bad, Context(10))
+    assert needle in str(caught.value)
+    assert job_row(conn, job_id)["state"] == "PENDING"

@@ -295,6 +295,26 @@ def test_tick_writes_a_textfile_and_keeps_the_last_success_after_a_failure(
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_textfile_counters_are_cumulative_across_runs(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    # SPEC §2: each `awc tick` is a new process, but rate() and increase()
+    # need a counter that only grows.
+    path = tmp_path / "awc.prom"
+    enqueue_many(conn, [{"kind": "noop"}] * 5)
+    env = {**awc_env, "AWC_METRICS_TEXTFILE": str(path), "AWC_TICK_MAX_JOBS": "2"}
+    for runs, completed in ((1, 2), (2, 4), (3, 5)):
+        done = run_awc(env, "tick")
+        assert done.returncode == 0, done.stderr
+        text = path.read_text()
+        assert f'awc_background_jobs_total{{kind="noop",outcome="completed"}} {completed}.0' \
+            in text
+        assert f'awc_tick_duration_seconds_count{{driver="tick"}} {runs}.0' in text
+        assert f'awc_job_duration_seconds_count{{kind="noop"}} {completed}.0' in text
+        assert "_created" not in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".awc.prom.lock", "awc.prom"]
+
+
 def test_tick_pushes_to_a_real_pushgateway(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -122,6 +122,41 @@ def test_sigterm_finishes_running_jobs_and_releases_the_rest(
     assert (job_row(conn, never)["state"], job_row(conn, never)["attempts"]) == ("PENDING", 0)
 
 
+def test_on_sigterm_a_handler_tells_a_stop_from_a_cancel(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # SPEC §6.1, §7.1: a stop sets `cancelled` at once; a handler that checks
+    # with finish_on_stop finishes within the grace, one that lets
+    # JobCancelled propagate is handed back at once, one that does not look
+    # finishes or is released when the grace ends; no attempt is spent.
+    finishing = enqueue(conn, "finisher", {"units": 8, "unit_secs": 0.25}, priority=4)
+    too_long = enqueue(conn, "finisher", {"units": 400, "unit_secs": 0.25}, priority=3)
+    handing_back = enqueue(conn, "hands_back", {"units": 400, "unit_secs": 0.25}, priority=2)
+    sleeper = enqueue(conn, "sleep", {"seconds": 1.0}, priority=1)
+    env = {**awc_env, "AWC_WORKER_CONCURRENCY": "4", "AWC_STOP_GRACE_SECS": "3"}
+    proc = spawn(env, "tick", "--json")
+    wait_for(lambda: len(ledger(conn)) == 4, what="four jobs to start")
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - signalled
+    assert proc.returncode == 0, err
+    assert 3 <= elapsed < 3 + 2  # the grace, and no more
+    report = json.loads(out)
+    assert (report["completed"], report["released"]) == (2, 2)
+    done = job_row(conn, finishing)
+    assert done["state"] == "COMPLETED"
+    assert done["result"]["stopping"] is True and done["result"]["cancelled"] is True
+    assert 0 < done["result"]["remaining"] <= 3  # its deadline became the grace's end
+    assert job_row(conn, sleeper)["state"] == "COMPLETED"
+    for job_id in (too_long, handing_back):
+        job = job_row(conn, job_id)
+        assert (job["state"], job["attempts"]) == ("PENDING", 0), job
+    released_at = conn.execute("SELECT extract(epoch FROM updated_at - started_at) FROM awc.jobs "
+                               "WHERE id = %s", (handing_back,)).fetchone()[0]
+    assert released_at is None or float(released_at) < 2.5  # handed back at once
+
+
 def test_a_plain_sql_insert_is_picked_up_by_the_next_tick(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tick.errors import SettingsError
@@ -100,3 +102,38 @@ def test_booleans_accept_exactly_the_spec_spellings(
 def test_missing_database_url_is_named() -> None:
     with pytest.raises(SettingsError, match="DATABASE_URL is required"):
         load_settings().dsn()
+
+
+@pytest.mark.parametrize(
+    ("name", "huge"),
+    [("AWC_PRUNE_AFTER_SECS", "999999999999"), ("AWC_WORKER_LEASE_SECS", "99999999999"),
+     ("AWC_TICK_MAX_SECS", "99999999999"), ("AWC_STOP_GRACE_SECS", "99999999999"),
+     ("AWC_MAINTENANCE_INTERVAL_SECS", "99999999999"), ("AWC_GC_GRACE_SECS", "999999999999"),
+     ("AWC_RETENTION_GRACE_SECS", "999999999999"), ("AWC_WORKER_POLL_INTERVAL_MS", "9" * 12),
+     ("AWC_LAMBDA_MARGIN_SECS", "100000"), ("AWC_TICK_MAX_JOBS", "9" * 12),
+     ("AWC_GC_BATCH_SIZE", "9" * 12)],
+)
+def test_every_duration_and_count_has_an_upper_bound_named_by_its_setting(
+    monkeypatch: pytest.MonkeyPatch, name: str, huge: str
+) -> None:
+    # SPEC §2: "never" is not a number PostgreSQL can add to now().
+    monkeypatch.setenv(name, huge)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"invalid setting {name}: ")
+    assert "less than or equal to" in str(caught.value)
+
+
+def test_a_century_of_retention_still_prunes(conn: Any) -> None:
+    from tick.maintenance import prune
+    from tick.settings import CENTURY
+
+    assert prune(conn, CENTURY, force=True) == 0  # no "timestamp out of range"
+
+
+@pytest.mark.parametrize("lease", [0, 10**12, float("inf")])
+def test_the_python_api_refuses_a_lease_postgresql_cannot_add(conn: Any, lease: float) -> None:
+    from tick import tick
+
+    with pytest.raises(ValueError, match="lease_secs"):
+        tick(conn, lease_secs=lease)

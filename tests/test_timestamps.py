@@ -61,9 +61,10 @@ def test_operator_commands_show_timestamps_python_cannot_hold(
 def test_a_workspace_that_never_expires_stays_active(
     db_url: str, conn: psycopg.Connection[Any], expires_at: str
 ) -> None:
-    from tests.test_handlers import configure, drain
     from tick.handlers.runtime import runtime
     from tick.handlers.store_memory import MemoryStore
+
+    from tests.test_handlers import configure, drain
 
     configure(db_url, MemoryStore())
     conn.execute("INSERT INTO awc.tenants (id) VALUES ('acme')")

@@ -16,10 +16,9 @@ here replace them where awc reads such values:
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-import json
 
 from psycopg.errors import DataError
 from psycopg.types.datetime import TimestamptzLoader

@@ -1,0 +1,76 @@
+"""docs/decisions/0008: awc installs one top-level package, `tick`, so a
+user's own modules (a `handlers` package is common) can neither break awc
+nor be broken by it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT, awc_command
+from tick.queue import enqueue
+
+
+def user_app(root: Path) -> Path:
+    """An application with its own `handlers` package holding an awc kind."""
+    package = root / "handlers"
+    package.mkdir()
+    (package / "__init__.py").write_text('OWNER = "the application"\n')
+    (package / "jobs.py").write_text(
+        "from tick import handler\n"
+        "import handlers\n\n"
+        "@handler('user_job')\n"
+        "def user_job(ctx, payload):\n"
+        "    return {'owner': handlers.OWNER}\n")
+    return root
+
+
+def test_a_users_handlers_package_runs_beside_awcs(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    app = user_app(tmp_path)
+    job = enqueue(conn, "user_job")
+    env = {**awc_env, "PYTHONPATH": f"{app}:{ROOT}", "AWC_HANDLER_MODULES": "handlers.jobs"}
+    # In the application's own directory, as its deployment runs awc (the
+    # repository root would put awc's source folder first on sys.path).
+    done = subprocess.run(awc_command("tick", "--json"), env=env, cwd=app, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = conn.execute("SELECT state, result FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row == ("COMPLETED", {"owner": "the application"})
+
+
+def test_both_packages_import_in_one_process(tmp_path: Path) -> None:
+    app = user_app(tmp_path)
+    code = ("import handlers, tick.handlers.store as store; "
+            "print(handlers.OWNER, '|', store.digest_of(b''))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=app, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(app), "PATH": "/usr/bin"})
+    assert done.returncode == 0, done.stderr
+    owner, digest = done.stdout.strip().split(" | ")
+    assert owner == "the application" and digest.startswith("sha256:e3b0c442")
+
+
+@pytest.mark.timeout(180)
+def test_the_wheel_installs_only_the_tick_package(tmp_path: Path) -> None:
+    # From a clean copy: a checkout's build/ may hold an older layout.
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".mypy_cache", "awc-demo"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(source)], check=True, timeout=170,
+                   capture_output=True)
+    (wheel,) = tmp_path.glob("awc_worker-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/", 1)[0] for name in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"tick"}
+    for shipped in ("tick/handlers/gc.py", "tick/handlers/py.typed",
+                    "tick/migrations/0001_jobs.sql", "tick/sql/claim_jobs.sql"):
+        assert shipped in names

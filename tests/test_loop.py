@@ -392,3 +392,38 @@ def test_two_maintenance_processes_never_prune_at_once(
     assert json.loads(done.stdout)["pruned"] == 1
     again = run_awc(awc_env, "maintenance", "tick", "--json")
     assert json.loads(again.stdout)["pruned"] == 0  # at most once an hour
+
+
+@pytest.mark.timeout(120)
+def test_a_statement_the_server_always_refuses_is_not_resent_forever(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # SPEC §4.2: a permanent statement error is never taken for a lost
+    # connection; the part that cannot progress is reported dead on /readyz.
+    conn.execute("""
+        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'claims are refused here'; END $$;
+        CREATE TRIGGER refuse_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
+        WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION refuse_claims();
+    """)
+    enqueue(conn, "noop")
+    port = free_port()
+    proc = spawn({**awc_env, "AWC_METRICS_PORT": str(port)}, "loop")
+    try:
+        def readyz() -> int | None:
+            try:
+                return get(f"http://127.0.0.1:{port}/readyz")[0]
+            except urllib.error.URLError:
+                return None  # not listening yet
+
+        wait_for(lambda: readyz() == 503, timeout=90, interval=0.5,
+                 what="/readyz to report the tick runner dead")
+        code, body = get(f"http://127.0.0.1:{port}/readyz")
+        assert json.loads(body)["dead"] == ["tick-runner"]
+    finally:
+        _, err = stop_loop(proc)
+    events = [json.loads(line) for line in err.splitlines()]
+    assert not [e for e in events if e["event"] == "database_reconnected"]
+    assert len([e for e in events if e["event"] == "part_restarting"]) == 5
+    crashes = [e for e in events if e["event"] == "part_crashed"]
+    assert all("RaiseException" in e["error"] for e in crashes)

@@ -143,7 +143,7 @@ CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
 
 
 def test_the_crontab_line_parses() -> None:
-    lines = [ln for ln in (CRON / "awc-tick.cron").read_text().splitlines()
+    lines = [ln for ln in (CRON / "awc-tick").read_text().splitlines()
              if ln.strip() and not ln.lstrip().startswith("#") and "=" not in ln.split()[0]]
     assert len(lines) == 1
     fields = lines[0].split(None, 6)
@@ -166,6 +166,37 @@ def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     names = zipfile.ZipFile(out).namelist()
     assert "tick/lambda_handler.py" in names and "tick/migrations/0001_jobs.sql" in names
+    assert "tick/handlers/gc.py" in names
     binary = [n for n in names if n.startswith("psycopg_binary/") and n.endswith(".so")]
     assert binary and all("aarch64" in n or "x86_64" not in n for n in binary)
     assert "resolved psycopg" in done.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["cron", "timer"])
+def test_the_host_install_script_lays_out_every_file(tmp_path: Path, mode: str) -> None:
+    # README, "Deploying": the steps a clean Debian host needs, run into a
+    # scratch root. pip installs awc without its dependencies here (this
+    # test is about the layout; the suite runs awc itself everywhere else).
+    root = tmp_path / "root"
+    done = subprocess.run(["sh", str(CRON / "install-host.sh"), mode, str(ROOT)],
+                          env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (root / "usr/local/bin/awc").is_symlink()
+    assert os.readlink(root / "usr/local/bin/awc") == "/opt/awc/bin/awc"
+    assert (root / "opt/awc/bin/awc").is_file()
+    secret = root / "etc/awc/database-url"
+    assert secret.is_file() and secret.stat().st_mode & 0o777 == 0o600
+    assert (root / "var/log/awc").is_dir()
+    if mode == "cron":
+        installed = list((root / "etc/cron.d").iterdir())
+        assert [p.name for p in installed] == ["awc-tick"]  # no dot in the name
+        assert "." not in installed[0].name
+    else:
+        units = sorted(p.name for p in (root / "etc/systemd/system").iterdir())
+        assert units == ["awc-loop.service", "awc-tick.service", "awc-tick.timer"]
+    again = subprocess.run(["sh", str(CRON / "install-host.sh"), mode, str(ROOT)],
+                           env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
+                           capture_output=True, text=True, timeout=280)
+    assert again.returncode == 0, again.stderr[-2000:]  # safe to repeat

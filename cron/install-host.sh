@@ -1,0 +1,70 @@
+#!/bin/sh
+# Install awc on a Debian or Ubuntu host for cron or systemd (README, "Deploying").
+#
+#   sudo cron/install-host.sh cron|timer|loop [PACKAGE]
+#
+# PACKAGE is what pip installs (default: 'awc-worker[s3]'; a path to a
+# checkout or a wheel works too). Steps, each safe to repeat:
+#   1. a virtual environment in /opt/awc: Debian 12's system pip is
+#      "externally managed" and refuses `pip install`; `awc` is linked into
+#      /usr/local/bin;
+#   2. the system user `awc` and /var/log/awc (cron logs there);
+#   3. /etc/awc with an empty database-url (mode 0600) for you to fill in;
+#   4. the crontab file as /etc/cron.d/awc-tick (no dot: Debian's cron skips
+#      such names), or the systemd units, reloaded.
+# DESTDIR installs into another root (the tests do); nothing is started there.
+set -eu
+
+mode="${1:-}"
+package="${2:-awc-worker[s3]}"
+here=$(cd "$(dirname "$0")" && pwd)
+root="${DESTDIR:-}"
+case "$mode" in
+  cron|timer|loop) ;;
+  *) echo "usage: $0 cron|timer|loop [PACKAGE]" >&2; exit 2 ;;
+esac
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  echo "install-host: python3 cannot make a venv; apt-get install python3-venv" >&2
+  exit 1
+fi
+
+# 1. awc in its own venv.
+python3 -m venv "$root/opt/awc"
+"$root/opt/awc/bin/pip" install --quiet ${PIP_ARGS:-} "$package"
+install -d -m 0755 "$root/usr/local/bin"
+ln -sf /opt/awc/bin/awc "$root/usr/local/bin/awc"
+
+# 2. The user the units and the crontab run as, and its log directory.
+if [ -z "$root" ] && ! id awc >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin awc
+fi
+owner=""
+[ -z "$root" ] && owner="-o awc -g awc"
+# shellcheck disable=SC2086
+install -d -m 0750 $owner "$root/var/log/awc"
+
+# 3. Settings: the connection string in a file only root (systemd's
+# LoadCredential) or awc (cron) can read.
+install -d -m 0755 "$root/etc/awc"
+if [ ! -e "$root/etc/awc/database-url" ]; then
+  # shellcheck disable=SC2086
+  install -m 0600 $owner /dev/null "$root/etc/awc/database-url"
+fi
+[ -e "$root/etc/awc/awc.env" ] || install -m 0644 /dev/null "$root/etc/awc/awc.env"
+
+# 4. The driver.
+if [ "$mode" = cron ]; then
+  install -d -m 0755 "$root/etc/cron.d"
+  install -m 0644 "$here/awc-tick" "$root/etc/cron.d/awc-tick"
+else
+  install -d -m 0755 "$root/etc/systemd/system"
+  install -m 0644 "$here/awc-tick.service" "$here/awc-tick.timer" "$here/awc-loop.service" \
+    "$root/etc/systemd/system/"
+  [ -z "$root" ] && systemctl daemon-reload
+fi
+echo "awc installed for $mode. Next: write the connection string to /etc/awc/database-url"
+case "$mode" in
+  cron) echo "and settings (AWC_CAS_URL, ...) in /etc/cron.d/awc-tick." ;;
+  timer) echo "and settings in /etc/awc/awc.env, then: systemctl enable --now awc-tick.timer" ;;
+  loop) echo "and settings in /etc/awc/awc.env, then: systemctl enable --now awc-loop.service" ;;
+esac

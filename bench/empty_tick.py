@@ -24,7 +24,7 @@ from bench.common import ROOT, bench_url, machine, median, report, reset
 from tick.db import connect
 
 HEAVY = ("tick.cli", "tick.settings", "pydantic_settings", "pydantic", "psycopg", "click",
-         "tick.engine", "tick.drivers")
+         "tick.engine.api", "tick.drivers.once")
 
 
 def env_for(url: str) -> dict[str, str]:

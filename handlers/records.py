@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from tick.outcomes import Complete, Fail, Retry
+from tick.engine.outcomes import Complete, Fail, Retry
 
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.context import JobContext
+    from tick.engine.context import JobContext
 
     from .trees import Walk
 

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tick.context import JobContext
 from tick.db import APPLICATION_NAME, CONNECT_TIMEOUT_SECS, STATEMENT_TIMEOUT_MS
+from tick.engine.context import JobContext
 from tick.loaders import clamp_timestamps
 from tick.settings import Settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tick.backoff import Jitter, base_delay, seed_for, xorshift32
+from tick.engine.backoff import Jitter, base_delay, seed_for, xorshift32
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_same_worker_id_gives_the_same_stream() -> None:
 @pytest.mark.parametrize(("attempt", "base"), [(0, 0.25), (1, 0.5), (2, 1.0), (5, 8.0), (6, 10.0),
                                                (30, 10.0)])
 def test_reconnect_delay_doubles_to_ten_seconds_plus_half_jitter(attempt: int, base: float) -> None:
-    from tick.backoff import reconnect_delay
+    from tick.engine.backoff import reconnect_delay
 
     jitter = Jitter("awc-worker-reconnect")
     delays = [reconnect_delay(attempt, jitter) for _ in range(500)]
@@ -71,7 +71,7 @@ def test_processes_that_share_a_worker_id_draw_different_delays() -> None:
 
     from tests.conftest import ROOT
 
-    code = ("from tick.backoff import Jitter; "
+    code = ("from tick.engine.backoff import Jitter; "
             "print([round(Jitter('awc-worker-1').delay(3), 6) for _ in range(4)])")
     draws = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=30, check=True).stdout for _ in range(3)}

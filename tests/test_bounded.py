@@ -145,8 +145,8 @@ class Collected:
 
 
 def serve(exposition: Any, events: Collected) -> tuple[Any, int, threading.Event]:
-    from tick.health import make_server, serve_until
-    from tick.supervisor import Supervisor
+    from tick.drivers.health import make_server, serve_until
+    from tick.drivers.supervisor import Supervisor
 
     stop = threading.Event()
     server = make_server("127.0.0.1", 0, Supervisor(stop), exposition, events)
@@ -165,7 +165,7 @@ def healthz(port: int) -> int | None:
 
 
 def test_idle_connections_are_bounded_and_time_out() -> None:
-    from tick.health import MAX_CONNECTIONS, REQUEST_TIMEOUT_SECS
+    from tick.drivers.health import MAX_CONNECTIONS, REQUEST_TIMEOUT_SECS
 
     events = Collected()
     _, port, stop = serve(lambda: b"", events)

@@ -59,7 +59,7 @@ def test_template_transforms_and_passes_cfn_lint() -> None:
     resources = template["Resources"]
     fn = resources["TickFunction"]["Properties"]
     assert fn["Architectures"] == ["arm64"] and fn["Runtime"].startswith("python3.")
-    assert fn["Handler"] == "tick.lambda_handler.handler"
+    assert fn["Handler"] == "tick.drivers.aws_lambda.handler"
     schedule = next(r for r in resources.values() if r["Type"] == "AWS::Scheduler::Schedule")
     props = schedule["Properties"]
     assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -165,7 +165,7 @@ def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
                           env={**os.environ, "BUILD_DIR": str(tmp_path / "build")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     names = zipfile.ZipFile(out).namelist()
-    assert "tick/lambda_handler.py" in names and "tick/migrations/0001_jobs.sql" in names
+    assert "tick/drivers/aws_lambda.py" in names and "tick/migrations/0001_jobs.sql" in names
     assert "tick/handlers/gc.py" in names
     binary = [n for n in names if n.startswith("psycopg_binary/") and n.endswith(".so")]
     assert binary and all("aarch64" in n or "x86_64" not in n for n in binary)

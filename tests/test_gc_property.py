@@ -21,8 +21,8 @@ from tick.handlers.trees import walk_closure, write_tree
 
 from tick import tick
 from tick.db import connect
+from tick.engine.registry import REGISTRY
 from tick.queue import enqueue
-from tick.registry import REGISTRY
 from tick.settings import Settings
 
 T = "acme"

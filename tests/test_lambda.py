@@ -62,7 +62,7 @@ class Context:
 @pytest.fixture
 def lam(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The Lambda module with a fresh warm state, pointed at the test database."""
-    import tick.lambda_handler as module
+    import tick.drivers.aws_lambda as module
 
     for name in list(os.environ):
         if name.startswith("AWC_"):
@@ -189,7 +189,7 @@ def test_cold_import_stays_small() -> None:
     """The entry imports neither click nor prometheus-client nor boto3, and its
     cold import stays under 1.0 s on this class of machine (measured about
     0.32 s on 2 cores; the budget leaves room for a loaded CI host)."""
-    probe = ("import sys, time; t = time.perf_counter(); import tick.lambda_handler; "
+    probe = ("import sys, time; t = time.perf_counter(); import tick.drivers.aws_lambda; "
              "took = time.perf_counter() - t; "
              "print(took, [m for m in ('click', 'prometheus_client', 'boto3', "
              "'botocore.client', 'psycopg') if m in sys.modules])")
@@ -198,9 +198,10 @@ def test_cold_import_stays_small() -> None:
     took, loaded = done.stdout.split(" ", 1)
     assert loaded.strip() == "[]"
     assert float(took) < 1.0
-    timed = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tick.lambda_handler"],
+    timed = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                            "import tick.drivers.aws_lambda"],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert "| tick.lambda_handler" in timed.stderr
+    assert "| tick.drivers.aws_lambda" in timed.stderr
 
 
 # -- the real runtime client ----------------------------------------------------
@@ -265,7 +266,7 @@ def test_the_real_runtime_client_invokes_and_reports_errors(
                AWS_LAMBDA_FUNCTION_VERSION="$LATEST", AWC_LAMBDA_MARGIN_SECS="2")
     enqueue_many(conn, [{"kind": "ledger"}] * 3)
     proc = subprocess.Popen([sys.executable, "-m", "awslambdaric",
-                             "tick.lambda_handler.handler"], env=env, cwd=ROOT,
+                             "tick.drivers.aws_lambda.handler"], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         api.events.put(SCHEDULER_EVENT)

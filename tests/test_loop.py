@@ -22,9 +22,9 @@ import pytest
 from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
 from tests.kinds import LEDGER_DDL
 from tick.db import connect
+from tick.drivers.supervisor import Supervisor
 from tick.maintenance import PRUNE_LOCK_KEY
 from tick.queue import enqueue, enqueue_many
-from tick.supervisor import Supervisor
 
 
 def free_port() -> int:
@@ -209,7 +209,7 @@ def test_metrics_endpoint_after_a_mixed_run(
 
 
 def test_supervisor_gives_up_on_a_part_that_always_crashes() -> None:
-    from tick.health import make_server, serve_until
+    from tick.drivers.health import make_server, serve_until
 
     stop = threading.Event()
     sup = Supervisor(stop, base_delay=0.02, max_delay=1, healthy_secs=60)
@@ -418,7 +418,7 @@ def test_a_statement_the_server_always_refuses_is_not_resent_forever(
 
         wait_for(lambda: readyz() == 503, timeout=90, interval=0.5,
                  what="/readyz to report the tick runner dead")
-        code, body = get(f"http://127.0.0.1:{port}/readyz")
+        _, body = get(f"http://127.0.0.1:{port}/readyz")
         assert json.loads(body)["dead"] == ["tick-runner"]
     finally:
         _, err = stop_loop(proc)

@@ -72,5 +72,6 @@ def test_the_wheel_installs_only_the_tick_package(tmp_path: Path) -> None:
     tops = {name.split("/", 1)[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"tick"}
     for shipped in ("tick/handlers/gc.py", "tick/handlers/py.typed",
-                    "tick/migrations/0001_jobs.sql", "tick/sql/claim_jobs.sql"):
+                    "tick/migrations/0001_jobs.sql", "tick/sql/claim_jobs.sql",
+                    "tick/engine/coordinator.py", "tick/drivers/aws_lambda.py"):
         assert shipped in names

@@ -14,9 +14,9 @@ from tests.conftest import job_row
 from tick import Complete, Fail, JobContext, LeaseLost, Retry, tick
 from tick.admin import cancel
 from tick.db import connect
+from tick.engine.registry import Registry, handler
 from tick.maintenance import prune, rescue
 from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
-from tick.registry import Registry, handler
 
 
 class Item(BaseModel):
@@ -375,7 +375,7 @@ def test_every_job_completes_exactly_once(conn: psycopg.Connection[Any], concurr
 def test_after_the_stop_grace_a_job_is_released_and_its_handler_refused(
     conn: psycopg.Connection[Any],
 ) -> None:
-    from tick.engine import Engine, RunSpec
+    from tick.engine.api import Engine, RunSpec
 
     refused: list[str] = []
     entered = threading.Event()
@@ -391,7 +391,7 @@ def test_after_the_stop_grace_a_job_is_released_and_its_handler_refused(
 
     job_id = enqueue(conn, "stubborn")
     stop = threading.Event()
-    engine = Engine(conn, registry=registry_with(stubborn=stubborn))
+    engine = Engine(lambda: conn, registry=registry_with(stubborn=stubborn))
     spec = RunSpec(continuous=True, stop_grace_secs=0.5, poll_interval_s=0.1)
     threading.Thread(target=lambda: (entered.wait(10), stop.set())).start()
     report = engine.run(spec, stop)

@@ -10,12 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tick.context import JobCancelled, JobContext, LeaseLost
-    from tick.outcomes import Complete, Fail, Retry
+    from tick.engine.api import tick
+    from tick.engine.context import JobCancelled, JobContext, LeaseLost
+    from tick.engine.outcomes import Complete, Fail, Retry
+    from tick.engine.registry import handler
+    from tick.engine.report import TickReport
     from tick.queue import enqueue, enqueue_many
-    from tick.registry import handler
-    from tick.report import TickReport
-    from tick.run_once import tick
 
 __all__ = [
     "Complete",
@@ -32,17 +32,17 @@ __all__ = [
 ]
 
 _HOME = {
-    "Complete": "tick.outcomes",
-    "Fail": "tick.outcomes",
-    "Retry": "tick.outcomes",
-    "JobCancelled": "tick.context",
-    "JobContext": "tick.context",
-    "LeaseLost": "tick.context",
+    "Complete": "tick.engine.outcomes",
+    "Fail": "tick.engine.outcomes",
+    "Retry": "tick.engine.outcomes",
+    "JobCancelled": "tick.engine.context",
+    "JobContext": "tick.engine.context",
+    "LeaseLost": "tick.engine.context",
     "enqueue": "tick.queue",
     "enqueue_many": "tick.queue",
-    "handler": "tick.registry",
-    "TickReport": "tick.report",
-    "tick": "tick.run_once",
+    "handler": "tick.engine.registry",
+    "TickReport": "tick.engine.report",
+    "tick": "tick.engine.api",
 }
 
 

@@ -35,14 +35,14 @@ def _echo_json(data: Any) -> None:
 def _connect(settings: Settings) -> Any:
     """Connect and migrate per AWC_MIGRATE (SPEC §3 order): for the commands
     that run jobs or change the schema."""
-    from tick.startup import open_database
+    from tick.drivers.compose import open_database
 
     return open_database(settings)
 
 
 def _operator(settings: Settings) -> Any:
     """Connect for a read-only or operator command: never migrates (SPEC §3)."""
-    from tick.startup import open_operator_database
+    from tick.drivers.compose import open_operator_database
 
     return open_operator_database(settings)
 
@@ -84,7 +84,7 @@ def tick_command(
     as_json: bool,
 ) -> None:
     """Run one tick: claim up to N jobs, run them, record outcomes, exit."""
-    from tick.drivers import run_cli_tick
+    from tick.drivers.once import run_cli_tick
 
     settings = load_settings(
         tick_max_jobs=max_jobs, tick_max_secs=max_secs, worker_concurrency=concurrency
@@ -109,7 +109,7 @@ def tick_command(
 @click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
 def loop_command(concurrency: int | None, kinds: tuple[str, ...], queues: tuple[str, ...]) -> None:
     """Run ticks continuously until SIGTERM/SIGINT (then drain and exit 0)."""
-    from tick.loop import run_loop
+    from tick.drivers.loop import run_loop
 
     settings = load_settings(worker_concurrency=concurrency)
     stop = threading.Event()
@@ -133,7 +133,7 @@ def maintenance_group() -> None:
 @maintenance_group.command("run")
 def maintenance_run() -> None:
     """Run maintenance every AWC_MAINTENANCE_INTERVAL_SECS until a signal."""
-    from tick.loop import run_maintenance_role
+    from tick.drivers.loop import run_maintenance_role
 
     settings = load_settings()
     stop = threading.Event()

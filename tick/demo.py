@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tick.db import connect
-from tick.engine import Engine, RunSpec
+from tick.drivers.compose import engine_for, tick_spec
 from tick.errors import AwcError
+from tick.events import NullEvents
 from tick.migrate import migrate
 from tick.queue import enqueue
-from tick.run_once import maintenance_for
 from tick.settings import load_settings
 
 if TYPE_CHECKING:
@@ -161,9 +161,11 @@ def run_demo(directory: str, database_url: str | None) -> None:
         mark = secrets.token_hex(4)
         tenant, queue, own_database = f"demo-{mark}", f"demo-{mark}", False
     try:
+        # One job at a time, by priority, so GC sweeps what retention dropped.
         settings = load_settings(database_url=dsn, cas_url=f"file://{store_dir}",
                                  retention_grace_secs=3600, gc_grace_secs=0, gc_canary_size=1,
-                                 gc_dry_run=False)
+                                 gc_dry_run=False, worker_id="awc-demo", worker_concurrency=1,
+                                 tick_max_jobs=100)
         store = open_store(settings.require_cas_url(), settings)
         with connect(dsn) as conn:
             migrate(conn)
@@ -174,13 +176,10 @@ def run_demo(directory: str, database_url: str | None) -> None:
             _enqueue_all(conn, seeded, tenant, queue, prune=own_database)
             # Maintenance (rescue, prune) acts on every job in the database:
             # only in the demo's own database.
-            engine = Engine(conn, worker_id="awc-demo", maintenance=maintenance_for(
-                settings.prune_after_secs) if own_database else None)
+            engine = engine_for(settings, conn, events=NullEvents(), maintenance=own_database)
             ticks = 0
             while True:
-                # One job at a time, by priority, so GC sweeps what retention dropped.
-                spec = RunSpec(max_jobs=100, deadline=time.monotonic() + 30, concurrency=1,
-                               queues=[queue])
+                spec = tick_spec(settings, deadline=time.monotonic() + 30, queues=[queue])
                 report = engine.run(spec)
                 ticks += 1
                 if report.claimed == 0:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol, TextIO
 
+from tick.engine.outcomes import LEVEL as LEVELS
+from tick.engine.outcomes import Label
 from tick.text import clip
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
@@ -49,14 +51,6 @@ def text_value(value: Any) -> str:
         return text
     return json.dumps(text)
 
-LEVELS = {
-    "completed": "info",
-    "retried": "warning",
-    "discarded": "warning",
-    "failed": "error",
-    "cancelled": "error",
-    "other": "info",
-}
 
 
 class JobEvent(NamedTuple):
@@ -64,7 +58,7 @@ class JobEvent(NamedTuple):
 
     job_id: int
     kind: str
-    outcome: str
+    outcome: Label
     state: str
     attempts: int
     duration_s: float
@@ -114,7 +108,7 @@ class StreamEvents:
             # is a number or from a closed set of plain words; the kind's
             # JSON form is cached.
             lines = [
-                f'{{"ts":"{ts}","level":"{LEVELS.get(e.outcome, "info")}",'
+                f'{{"ts":"{ts}","level":"{LEVELS[e.outcome]}",'
                 f'"event":"job_{e.job_id}","kind":{_json_text(event_kind(e.kind))},'
                 f'"outcome":"{e.outcome}","state":"{e.state}","attempts":{e.attempts},'
                 f'"duration_ms":{round(e.duration_s * 1000, 3)}}}\n'
@@ -126,7 +120,7 @@ class StreamEvents:
         lines = [
             self._line({
                 "ts": ts,
-                "level": LEVELS.get(e.outcome, "info"),
+                "level": LEVELS[e.outcome],
                 "event": f"job_{e.job_id}",
                 "kind": event_kind(e.kind),
                 "outcome": e.outcome,

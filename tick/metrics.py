@@ -20,7 +20,6 @@ from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, label_value
 
 if TYPE_CHECKING:
     from prometheus_client.metrics import MetricWrapperBase
-OUTCOMES = frozenset({"completed", "failed", "cancelled", "retried", "discarded", "other"})
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
 TICK_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 
@@ -130,8 +129,7 @@ class Metrics:
     def processed(self, events: list[JobEvent]) -> None:
         tally: Tally[tuple[str, str]] = Tally()
         for e in events:
-            outcome = e.outcome if e.outcome in OUTCOMES else "other"
-            tally[(e.kind, outcome)] += 1
+            tally[(e.kind, e.outcome)] += 1
             self.duration.labels(e.kind).observe(e.duration_s)
             self.lag.set((e.kind,), max(e.lag_s, 0.0))
         for (kind, outcome), n in tally.items():

@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tick.outcomes import Record
 from tick.statements import sql
 from tick.text import jsonb_refusal
 
@@ -277,6 +277,15 @@ def _ids_in_input_order(
     if any(i is None for i in ids):
         raise RuntimeError("enqueue_many: a deduplicated job finished before its id was read")
     return [int(i) for i in ids if i is not None]
+
+
+class Record(Enum):
+    """The fenced statement that records an outcome (SPEC §4.2)."""
+
+    COMPLETE = "complete_jobs"
+    RETRY = "retry_jobs"
+    FAIL = "fail_jobs"
+    RELEASE = "release_jobs"
 
 
 class ClaimedRow(NamedTuple):

@@ -7,13 +7,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tick.engine import Engine
+from tick.drivers.compose import engine_for, open_database, prepare_handlers, tick_spec
+from tick.engine.api import Engine
+from tick.engine.report import TickReport
 from tick.errors import AwcError
 from tick.events import StreamEvents
-from tick.report import TickReport
-from tick.run_once import maintenance_for, tick_spec
 from tick.settings import Settings
-from tick.startup import open_database, prepare_handlers
 
 
 def run_cli_tick(
@@ -85,19 +84,14 @@ def _tick(
     conn = open_database(settings)
     try:
         prepare_handlers(settings)
-        engine = Engine(
-            conn,
-            worker_id=settings.worker_id,
-            events=StreamEvents(settings.log_format),
-            observer=metrics,
-            maintenance=maintenance_for(settings.prune_after_secs),
-        )
+        engine = engine_for(settings, conn, events=StreamEvents(settings.log_format),
+                            observer=metrics)
         if on_engine is not None:
             on_engine(engine)
         spec = tick_spec(settings, deadline=deadline, kinds=kinds, queues=queues)
         report = engine.run(spec, stop)
         if metrics is not None:
-            metrics.sample_queue(conn)  # what is left for the next tick
+            metrics.sample_queue(engine.conn)  # what is left for the next tick
         return report
     finally:
         conn.close()

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tick.drivers.supervisor import Supervisor
 from tick.events import EventSink, NullEvents
-from tick.supervisor import Supervisor
 
 MAX_CONNECTIONS = 16
 REQUEST_TIMEOUT_SECS = 5.0

@@ -12,7 +12,7 @@ from tick.errors import HandlerImportError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from tick.context import JobContext
+    from tick.engine.context import JobContext
 
 HandlerFn = Callable[["JobContext", Any], Any]
 # The longest lease a handler may declare, as AWC_WORKER_LEASE_SECS (SPEC §2).

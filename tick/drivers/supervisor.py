@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tick.backoff import Jitter
+from tick.engine.backoff import Jitter
 from tick.events import EventSink, NullEvents
 
 Part = Callable[[threading.Event], None]

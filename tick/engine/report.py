@@ -5,17 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-StopReason = Literal["drained", "max_jobs", "deadline", "stopped"]
+from tick.engine.outcomes import REPORT_FIELD, Label
 
-# Outcome label -> report field; `other` is a release (attempt refunded).
-_FIELD_OF = {
-    "completed": "completed",
-    "retried": "retried",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "discarded": "discarded",
-    "other": "released",
-}
+StopReason = Literal["drained", "max_jobs", "deadline", "stopped"]
 
 
 @dataclass(slots=True)
@@ -37,9 +29,9 @@ class TickReport:
     stop_reason: StopReason = "drained"
     duration_s: float = 0.0
 
-    def count(self, outcome: str) -> None:
+    def count(self, label: Label) -> None:
         """Count one processed job under its outcome label (SPEC §9)."""
-        field = _FIELD_OF.get(outcome, "released")
+        field = REPORT_FIELD[label]
         setattr(self, field, getattr(self, field) + 1)
 
     def as_dict(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The AWS Lambda entry point (SPEC §8): one tick per invocation.
 
-`template.yaml` names `tick.lambda_handler.handler`. The deadline is the
+`template.yaml` names `tick.drivers.aws_lambda.handler`. The deadline is the
 invocation's remaining time less `AWC_LAMBDA_MARGIN_SECS`. The connection is
 opened on first use, kept across warm invocations, pinged before each tick
 and reopened when broken; migrations run on a cold start only. Job failures
@@ -23,11 +23,12 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from tick.engine import Engine
+from tick.drivers.compose import engine_for, tick_spec
+from tick.engine.api import Engine
+from tick.engine.outcomes import LEVEL
+from tick.engine.report import TickReport
 from tick.errors import DatabaseError, SettingsError
-from tick.events import LABEL_SET_LIMIT, LEVELS, OVERFLOW, JobEvent, event_kind, label_value
-from tick.report import TickReport
-from tick.run_once import maintenance_for, tick_spec
+from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
 from tick.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class LambdaEvents:
 
     def jobs(self, events: Any) -> None:
         for e in events:
-            self.log(LEVELS.get(e.outcome, "info"), f"job_{e.job_id}", kind=event_kind(e.kind),
+            self.log(LEVEL[e.outcome], f"job_{e.job_id}", kind=event_kind(e.kind),
                      outcome=e.outcome, state=e.state, attempts=e.attempts,
                      duration_ms=round(e.duration_s * 1000, 3))
 
@@ -181,7 +182,7 @@ class Warm:
     def prepare(self, settings: Settings) -> None:
         """Open the store and register handlers, after connect and migrate (SPEC §3)."""
         if not self.prepared:
-            from tick.startup import prepare_handlers
+            from tick.drivers.compose import prepare_handlers
 
             prepare_handlers(settings)
             self.prepared = True
@@ -211,9 +212,14 @@ class Warm:
             self.migrated = True
         self.conn = conn
         self.connects += 1
-        if self.engine is not None:
-            self.engine.conn = conn
         return conn
+
+    def current(self, settings: Settings) -> psycopg.Connection[Any]:
+        """The warm connection as it is (pinged by this invocation already),
+        or a new one: the engine's connection factory."""
+        if self.conn is not None and not self.conn.closed:
+            return self.conn
+        return self.connection(settings)
 
     def drop(self) -> None:
         if self.conn is not None:
@@ -296,8 +302,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     conn = WARM.connection(settings)
     WARM.prepare(settings)
     if WARM.engine is None:
-        WARM.engine = Engine(conn, worker_id=settings.worker_id, events=LambdaEvents(),
-                             maintenance=maintenance_for(settings.prune_after_secs))
+        WARM.engine = engine_for(settings, conn, events=LambdaEvents(),
+                                 connect=lambda: WARM.current(settings))
     engine = WARM.engine
     engine.observer = observer
     spec = tick_spec(settings, deadline=deadline, max_jobs=parsed.max_jobs,

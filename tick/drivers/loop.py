@@ -12,17 +12,17 @@ import threading
 import time
 from typing import Any
 
-from tick.backoff import Jitter, reconnect_delay
 from tick.db import connect
-from tick.engine import Engine, RunSpec
+from tick.drivers.compose import engine_for, loop_spec, open_database, prepare_handlers
+from tick.drivers.supervisor import Supervisor
+from tick.engine.api import Engine
+from tick.engine.backoff import Jitter, reconnect_delay
+from tick.engine.report import TickReport
 from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
-from tick.report import TickReport
 from tick.settings import Settings
-from tick.startup import open_database, prepare_handlers
-from tick.supervisor import Supervisor
 
 LISTEN_CHANNEL = "awc_jobs"
 
@@ -98,7 +98,7 @@ def metrics_part(
     error (SPEC §7.2), not a part that crash-loops. A restarted part binds
     again.
     """
-    from tick.health import make_server, serve_until
+    from tick.drivers.health import make_server, serve_until
 
     assert settings.metrics_port is not None
     address, port = settings.metrics_address, settings.metrics_port
@@ -138,13 +138,8 @@ def run_loop(
     except BaseException:
         conn.close()
         raise
-    engine = Engine(
-        conn,
-        worker_id=settings.worker_id,
-        events=events,
-        observer=metrics,
-        reconnect=lambda: connect(settings.dsn(), prepare=settings.db_prepare),
-    )
+    # Maintenance runs as its own part; the engine reconnects by itself.
+    engine = engine_for(settings, conn, events=events, observer=metrics, maintenance=False)
     if on_engine is not None:
         on_engine(engine)
 
@@ -152,19 +147,9 @@ def run_loop(
         metrics.tick_finished("loop", tick.duration_s, ok=True)
         events.log("info", "tick", driver="loop", **tick.as_dict())
 
+    spec = loop_spec(settings, on_report=report, kinds=kinds, queues=queues)
+
     def tick_runner(stop: threading.Event) -> None:
-        spec = RunSpec(
-            concurrency=settings.worker_concurrency,
-            lease_secs=settings.worker_lease_secs,
-            stop_grace_secs=settings.stop_grace_secs,
-            continuous=True,
-            poll_interval_s=settings.worker_poll_interval_ms / 1000,
-            on_report=report,
-            kinds=kinds or None,
-            queues=queues or None,
-        )
-        if engine.conn.closed:
-            engine.conn = connect(settings.dsn(), prepare=settings.db_prepare)
         began = time.monotonic()
         try:
             last = engine.run(spec, stop)
@@ -185,7 +170,7 @@ def run_loop(
     stop.wait()
     stragglers = supervisor.join(settings.stop_grace_secs + 10)
     events.log("info", "loop_stopped", stragglers=stragglers)
-    engine.conn.close()
+    engine.close()
 
 
 def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:

@@ -1,0 +1,91 @@
+"""SPEC §5, §6, §9: the engine's pure outcome rules, as tables
+(tick/engine/outcomes.py): a return value's statement and detail, the label
+of what was recorded, and the report field, event level and metric label
+derived from that one vocabulary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tick.engine.outcomes import (
+    LABELS,
+    LEVEL,
+    REPORT_FIELD,
+    Complete,
+    Fail,
+    Retry,
+    label_of,
+    lost_label,
+    outcome_of,
+)
+from tick.engine.report import TickReport
+from tick.queue import Record
+
+
+@pytest.mark.parametrize(
+    ("value", "record", "detail"),
+    [
+        (None, Record.COMPLETE, None),
+        (Complete(), Record.COMPLETE, None),
+        ({"a": 1}, Record.COMPLETE, '{"a":1}'),
+        (Complete([1, "é"]), Record.COMPLETE, '[1,"é"]'),
+        (3, Record.COMPLETE, "3"),
+        (Retry("later"), Record.RETRY, "Retry: later"),
+        (Retry(TimeoutError("slow")), Record.RETRY, "TimeoutError: slow"),
+        (Fail("never"), Record.FAIL, "Fail: never"),
+        (Fail("x" * 600), Record.FAIL, "Fail: " + "x" * 500),
+        (Fail("a\x00b"), Record.FAIL, "Fail: ab"),
+        ({"n": float("inf")}, Record.FAIL, "ValueError: result is not JSON"),
+        ({"s": "\udc80"}, Record.FAIL, "ValueError: result contains a lone surrogate"),
+        ({"s": "\x00"}, Record.FAIL, "ValueError: result contains a NUL"),
+        ({"s": "\\u0000"}, Record.COMPLETE, '{"s":"\\\\u0000"}'),
+        (object(), Record.FAIL, "TypeError: result is not JSON"),
+    ],
+)
+def test_a_return_value_becomes_a_statement_and_a_detail(
+    value: Any, record: Record, detail: str | None
+) -> None:
+    got_record, got_detail = outcome_of(value)
+    assert got_record is record
+    if detail is None or record is Record.COMPLETE:
+        assert got_detail == detail
+    else:
+        assert got_detail is not None and got_detail.startswith(detail), got_detail
+
+
+@pytest.mark.parametrize(
+    ("record", "state", "label"),
+    [
+        (Record.COMPLETE, "COMPLETED", "completed"),
+        (Record.RETRY, "PENDING", "retried"),
+        (Record.RETRY, "FAILED", "failed"),  # a Retry at max_attempts is a dead letter
+        (Record.FAIL, "FAILED", "failed"),
+        (Record.RELEASE, "PENDING", "other"),
+    ],
+)
+def test_a_recorded_outcome_is_labelled_by_the_state_it_left(
+    record: Record, state: str, label: str
+) -> None:
+    assert label_of(record, state) == label
+
+
+@pytest.mark.parametrize(("state", "label"), [("CANCELLED", "cancelled"),
+                                               ("PENDING", "discarded"),
+                                               ("RUNNING", "discarded"), (None, "discarded")])
+def test_an_outcome_the_fence_refused_is_cancelled_or_discarded(
+    state: str | None, label: str
+) -> None:
+    assert lost_label(state) == label
+
+
+def test_every_label_has_a_report_field_an_event_level_and_is_a_metric_label() -> None:
+    assert set(REPORT_FIELD) == set(LEVEL) == set(LABELS)
+    assert REPORT_FIELD["other"] == "released"
+    assert set(LEVEL.values()) <= {"info", "warning", "error"}
+    report = TickReport()
+    for label in LABELS:
+        report.count(label)
+    counted = report.as_dict()
+    assert all(counted[REPORT_FIELD[label]] == 1 for label in LABELS)

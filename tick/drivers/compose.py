@@ -1,0 +1,135 @@
+"""Settings become a connection, an Engine and a RunSpec here, and only here.
+
+The startup order is fixed (SPEC §3): settings, connect, migrate, object
+store, handlers, run. Every driver goes through this module.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tick.db import connect
+from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
+from tick.engine.registry import import_handler_modules
+from tick.engine.report import TickReport
+from tick.events import EventSink
+from tick.migrate import migrate, require_current
+from tick.settings import Settings
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+def open_database(settings: Settings) -> psycopg.Connection[Any]:
+    """Connect and apply (or check) migrations per `AWC_MIGRATE`."""
+    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+    try:
+        migrate(conn, settings.migrate)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
+    """Connect for a read-only or operator command: the schema must be
+    current and is never changed (SPEC §3); values PostgreSQL holds but
+    Python cannot load (an infinite timestamp, jsonb nested too deeply) are
+    shown as the server writes them."""
+    from tick.loaders import for_operators
+
+    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+    try:
+        require_current(conn)
+    except BaseException:
+        conn.close()
+        raise
+    for_operators(conn)
+    return conn
+
+
+def prepare_handlers(settings: Settings) -> None:
+    """Open the object store (`AWC_CAS_URL`, required: a missing one is a
+    settings error), then register the built-in kinds and `AWC_HANDLER_MODULES`."""
+    import tick.handlers as handlers
+
+    handlers.configure(settings)
+    import_handler_modules(settings.handler_module_names)
+    # Startup is over: what it allocated (modules, the settings, the registry,
+    # the store) lives as long as the process. Frozen, the collector stops
+    # walking it on every full collection while jobs churn short-lived
+    # objects (a 20,000-job drain: 76 ms of collections become 28 ms).
+    gc.freeze()
+
+
+def connector(settings: Settings) -> Connect:
+    """A factory of new connections with the settings' options."""
+    return lambda: connect(settings.dsn(), prepare=settings.db_prepare)
+
+
+def engine_for(
+    settings: Settings,
+    conn: psycopg.Connection[Any],
+    *,
+    events: EventSink,
+    observer: Observer | None = None,
+    maintenance: bool = True,
+    connect: Connect | None = None,
+) -> Engine:
+    """The engine of a driver: it starts on `conn` (connected and migrated)
+    and opens later connections through `connect` (new ones by default)."""
+    first = [conn]
+    more = connect or connector(settings)
+
+    def connection() -> psycopg.Connection[Any]:
+        return first.pop() if first else more()
+
+    return Engine(
+        connection,
+        worker_id=settings.worker_id,
+        events=events,
+        observer=observer,
+        maintenance=maintenance_for(settings.prune_after_secs) if maintenance else None,
+    )
+
+
+def tick_spec(
+    settings: Settings,
+    *,
+    deadline: float,
+    max_jobs: int | None = None,
+    kinds: list[str] | None = None,
+    queues: list[str] | None = None,
+) -> RunSpec:
+    """One tick's bounds from the settings (`awc tick`, the Lambda, the demo)."""
+    return RunSpec(
+        max_jobs=max_jobs or settings.tick_max_jobs,
+        deadline=deadline,
+        concurrency=settings.worker_concurrency,
+        lease_secs=settings.worker_lease_secs,
+        kinds=kinds or None,
+        queues=queues or None,
+        stop_grace_secs=settings.stop_grace_secs,
+    )
+
+
+def loop_spec(
+    settings: Settings,
+    *,
+    on_report: Callable[[TickReport], None],
+    kinds: list[str] | None = None,
+    queues: list[str] | None = None,
+) -> RunSpec:
+    """The loop's continuous run from the settings (`awc loop`)."""
+    return RunSpec(
+        concurrency=settings.worker_concurrency,
+        lease_secs=settings.worker_lease_secs,
+        stop_grace_secs=settings.stop_grace_secs,
+        continuous=True,
+        poll_interval_s=settings.worker_poll_interval_ms / 1000,
+        on_report=on_report,
+        kinds=kinds or None,
+        queues=queues or None,
+    )

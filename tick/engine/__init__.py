@@ -1,0 +1,31 @@
+"""The engine every driver calls (SPEC §6, §6.2).
+
+    api.py          its face: Engine, RunSpec, tick()
+    coordinator.py  one run: the loop that claims, dispatches, waits and records
+    claims.py       what the next claim asks for, and when claiming ends
+    flush.py        outcomes in flight: batched, sent, settled
+    slots.py        the threads that run handlers
+    outcomes.py     pure rules: a return value's outcome, its label, its state
+    context.py, registry.py, report.py, backoff.py   what handlers and drivers use
+
+The face is imported lazily (PEP 562), so the pure modules can be imported
+without the rest.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tick.engine.api import Engine, NullObserver, Observer, RunSpec, tick
+
+__all__ = ["Engine", "NullObserver", "Observer", "RunSpec", "tick"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'tick.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module("tick.engine.api"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,104 @@
+"""Claims (SPEC §6 step 2): what the next claim may ask for, and when
+claiming ends.
+
+A claim asks for at most one job per free slot, never past `max_jobs`, with
+leases that end by the tick's deadline. Claiming ends once for one reason,
+kept in `ended`: `drained` (a claim came back short), `max_jobs`,
+`deadline` (too little time left to run a job) or `stopped`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+from tick.engine.report import StopReason
+from tick.queue import ClaimedRow, ClaimRequest
+
+if TYPE_CHECKING:
+    from tick.engine.api import RunSpec
+
+# Claim nothing when less than this is left before the deadline: a lease that
+# short cannot run a job, and the tick must return on time.
+MIN_CLAIM_SECS = 1.0
+
+
+class Claims:
+    """The claim state of one run. Coordinator thread only."""
+
+    def __init__(self, spec: RunSpec, slots: list[str], leases_json: str) -> None:
+        self._spec = spec
+        self._leases_json = leases_json  # kind -> its own lease, for the claim statement
+        self.free = slots  # slot names without a job; the last ones are claimed first
+        self.claimed = 0  # jobs claimed in this run (what max_jobs counts)
+        self.ended: StopReason | None = None  # why claiming ended; None while it goes on
+        # Continuous mode: the queue came back empty, so no claim before this
+        # instant unless a wake-up (NOTIFY, stop) clears it.
+        self.idle_until = 0.0
+
+    def request(self, now: float) -> ClaimRequest | None:
+        """The claim to send now, or None (nothing free, idle, or ended)."""
+        spec = self._spec
+        if self.ended is not None or not self.free or now < self.idle_until:
+            return None
+        left = math.inf if spec.deadline is None else spec.deadline - now
+        if left < MIN_CLAIM_SECS:
+            self.ended = "deadline"
+            return None
+        want = len(self.free)
+        if spec.max_jobs is not None:
+            want = min(want, spec.max_jobs - self.claimed)
+            if want <= 0:
+                self.ended = "max_jobs"
+                return None
+        return ClaimRequest(
+            slots=self.free[-want:],
+            lease_secs=float(spec.lease_secs),
+            cap_secs=float(spec.lease_secs) if math.isinf(left) else left,
+            leases_json=self._leases_json,
+            kinds=spec.kinds,
+            queues=spec.queues,
+        )
+
+    def took(self, request: ClaimRequest, rows: list[ClaimedRow]) -> None:
+        """A claim came back with `rows`: their slots are taken; fewer rows
+        than asked for means the queue has no more ready jobs (for this
+        claimer, now)."""
+        taken = {row.slot for row in rows}
+        self.free = [name for name in self.free if name not in taken]
+        self.claimed += len(rows)
+        if len(rows) < len(request.slots):
+            if self._spec.continuous:
+                self.idle_until = time.monotonic() + self._spec.poll_interval_s
+            else:
+                self.ended = "drained"
+
+    def release(self, slot: str) -> None:
+        """A job left `slot` (recorded or abandoned): it may be claimed for again."""
+        self.free.append(slot)
+
+    def wake(self) -> None:
+        """Look for work at the next turn (a NOTIFY, or a stop)."""
+        self.idle_until = 0.0
+
+    def stop(self) -> None:
+        """The process is stopping: claim nothing more."""
+        self.ended = "stopped"
+
+    def may_claim_later(self) -> bool:
+        """True while an idle run should wait for work rather than end."""
+        return self.ended is None and self._spec.continuous
+
+    def idle(self, now: float) -> bool:
+        """True while a continuous run waits for work after a short claim."""
+        return self.ended is None and now < self.idle_until
+
+    def stop_reason(self, deadline_cuts: int) -> StopReason:
+        """The report's `stop_reason` (SPEC §6): a job cut at its deadline
+        makes it `deadline` unless the run was stopped."""
+        if self.ended == "stopped":
+            return "stopped"
+        if deadline_cuts or self.ended == "deadline":
+            return "deadline"
+        return self.ended or "drained"

@@ -1,0 +1,328 @@
+"""The coordinator: one `Engine.run`, on the thread that called it.
+
+It owns the connection for the run and turns, until the run is over: record
+the outcomes that arrived and claim as many jobs as slots are free, in one
+round trip (`flush`, `claims`); hand the claimed jobs to the slots
+(`slots`); wait for the next outcome, heartbeat, wake-up or deadline. It
+calls the other parts and they return values; none of them calls back.
+
+Deadlines are the coordinator's, not the handler's: a job still running at
+its deadline is recorded as a fenced `Retry("deadline exceeded")` and its
+handler abandoned (Python cannot kill a thread); the context refuses its
+later writes and its slot gets a fresh thread. See docs/decisions/0002.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from queue import Empty
+from typing import TYPE_CHECKING, Any
+
+from tick.engine.backoff import Jitter, reconnect_delay
+from tick.engine.claims import Claims
+from tick.engine.context import JobContext
+from tick.engine.flush import Flush, send, settle
+from tick.engine.outcomes import DEADLINE_ERROR, error_text
+from tick.engine.report import TickReport
+from tick.engine.slots import WAKE, Heartbeat, Run
+from tick.errors import DatabaseError
+from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from tick.engine.api import Engine, RunSpec
+
+# How often the claims of long-running jobs are checked for an operator cancel.
+FENCE_CHECK_SECS = 2.0
+# Longest the coordinator sleeps without looking at deadlines and stop.
+MAX_WAIT_SECS = 0.5
+# How long the coordinator waits for more outcomes once one arrived.
+GATHER_SECS = 0.002
+
+
+class Coordinator:
+    """The state of one `Engine.run`. Every field is written and read by the
+    coordinator thread only, unless its comment says otherwise."""
+
+    def __init__(self, engine: Engine, spec: RunSpec, stop: threading.Event) -> None:
+        self.e = engine
+        self.spec = spec
+        self.stop = stop  # set by a signal handler; read here
+        self.report = TickReport()
+        leases = json.dumps({k: float(v) for k, v in engine.registry.leases().items()})
+        self.claims = Claims(spec, [engine.slot_name(n) for n in range(spec.concurrency, 0, -1)],
+                             leases)
+        self.flush = Flush()
+        self.running: dict[int, Run] = {}  # claimed jobs without a recorded outcome
+        self.stopping_since: float | None = None  # when the stop began; its grace runs from here
+        self.deadline_cuts = 0  # jobs recorded as cut at their deadline
+        self.next_expiry = math.inf  # the earliest deadline of a running job
+        self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
+        self.began = time.monotonic()  # start of the run, or of the loop's current stretch
+        self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self) -> TickReport:
+        try:
+            self._maintain()
+            while True:
+                try:
+                    if not self._step():
+                        break
+                except DatabaseError as error:
+                    # Only a lost connection is worth reconnecting for: a
+                    # statement the server refused would be refused again, so
+                    # it ends the run and the supervisor counts it (SPEC §4.2).
+                    if not (self.spec.continuous and error.connection_lost) \
+                            or not self._recover():
+                        raise
+        except DatabaseError:
+            self._abandon_all()
+            raise
+        self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
+        self.report.duration_s = time.monotonic() - self.began
+        return self.report
+
+    def _step(self) -> bool:
+        """One turn; False when the run is over."""
+        now = time.monotonic()
+        if self.stop.is_set() and self.stopping_since is None:
+            self._begin_stop(now)
+        if now >= self.next_expiry or self.stopping_since is not None:
+            self._expire(now)
+        claim = self.claims.request(now)
+        if self.flush or claim is not None:
+            self._round_trip(claim)
+        if now >= self.next_fence_check:
+            self._check_fences(now)
+        if self.flush:
+            return True  # outcomes recorded at the claim moment: flush them now
+        if not self.running and not self.claims.may_claim_later():
+            return False
+        if not self.running and self.claims.idle(now):
+            self._report_stretch()
+        self._wait(now)
+        return True
+
+    def _report_stretch(self) -> None:
+        """Continuous mode: the queue drained and nothing runs, so the busy
+        stretch since the last one is reported as one tick."""
+        if self.report.claimed == 0 or self.spec.on_report is None:
+            return
+        self.report.duration_s = time.monotonic() - self.began
+        self.spec.on_report(self.report)
+        self.report = TickReport()
+        self.began = time.monotonic()
+
+    def _recover(self) -> bool:
+        """Reconnect with backoff after a lost database, keeping every
+        unrecorded outcome; False if a stop came first and its grace ran out."""
+        attempt = 0
+        while True:
+            self.e.observer.api_error("database")
+            delay = reconnect_delay(attempt, self.reconnect_jitter)
+            if self.stop.is_set():
+                if self.stopping_since is None:
+                    self._begin_stop(time.monotonic())
+                assert self.stopping_since is not None
+                if time.monotonic() >= self.stopping_since + self.spec.stop_grace_secs:
+                    return False
+            self.stop.wait(delay)
+            attempt += 1
+            try:
+                self.e.reconnect()
+            except DatabaseError:
+                continue
+            self.e.events.log("info", "database_reconnected", attempts=attempt)
+            return True
+
+    def _wait(self, now: float) -> None:
+        horizon = min(now + MAX_WAIT_SECS, self.next_expiry)
+        if self.running:
+            horizon = min(horizon, self.next_fence_check)
+        if self.claims.idle(now):
+            horizon = min(horizon, self.claims.idle_until)
+        outbox = self.e.outbox
+        timeout = max(horizon - time.monotonic(), 0.0)
+        try:
+            message = outbox.get(timeout=timeout) if timeout > 0 else outbox.get_nowait()
+        except Empty:
+            return
+        self._accept(message)
+        # Gather: outcomes of short jobs arrive microseconds apart. Waiting a
+        # little for the rest turns many small flushes (each a commit) into one,
+        # and lets the next claim fill every slot that freed meanwhile.
+        until = time.monotonic() + GATHER_SECS
+        while self.running:
+            left = until - time.monotonic()
+            try:
+                message = outbox.get(timeout=left) if left > 0 else outbox.get_nowait()
+            except Empty:
+                return
+            self._accept(message)
+
+    def _accept(self, message: Any) -> None:
+        if message is WAKE:
+            self.claims.wake()
+        elif isinstance(message, Heartbeat):
+            self._queue_heartbeat(message)
+        else:
+            self._finished(message)
+
+    # -- maintenance, claims and outcomes -------------------------------------
+
+    def _maintain(self) -> None:
+        maintenance = self.e.maintenance
+        if maintenance is None:
+            return
+        try:
+            done = maintenance(self.e.conn)
+        except DatabaseError:
+            raise
+        except Exception as error:
+            raise _db_error(error, "maintenance", self.e.conn) from None
+        self.report.rescued = done.rescued + done.rescued_failed
+        self.report.pruned = done.pruned
+
+    def _round_trip(self, claim: ClaimRequest | None) -> None:
+        batch = self.flush.take()
+        sent = time.monotonic()
+        conn = self.e.conn
+        try:
+            result = send(conn, batch, claim, self.e.events)
+        except Exception as error:
+            self.flush.put_back(batch)
+            raise _db_error(error, "recording outcomes and claiming", conn) from None
+        try:
+            settle(conn, batch.written, result.recorded, self.report, self.e.events,
+                   self.e.observer)
+        except Exception as error:
+            raise _db_error(error, "reading fenced-out jobs", conn) from None
+        for beat in batch.heartbeats:
+            secs = result.extended.get(beat.run.row.id)
+            beat.deadline = None if secs is None else sent + secs
+            beat.done.set()
+        if claim is not None:
+            self.claims.took(claim, result.claimed)
+            self._dispatch(result.claimed, sent)
+
+    def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
+        if self.spec.continuous and rows and self.report.claimed == 0:
+            self.began = sent  # a loop's tick starts at its first claim
+        self.report.claimed += len(rows)
+        batch: list[Run] = []
+        for row in rows:
+            self.e.observer.claimed(row.kind, row.wait_s)
+            handler = self.e.registry.get(row.kind)
+            deadline = sent + row.lease_s
+            ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
+                             self._request_heartbeat, row.token)
+            run = Run(row, ctx, handler, self.e.jitter(row.slot))
+            self.running[row.id] = run
+            if handler is None:
+                run.outcome = (Record.FAIL, error_text(
+                    "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0)
+                self._finished(run)
+                continue
+            self.next_expiry = min(self.next_expiry, deadline)
+            batch.append(run)
+        if batch:
+            self.e.pool.submit(batch)
+
+    def _finished(self, run: Run) -> None:
+        if run.ctx.abandoned or run.row.id not in self.running:
+            return  # already recorded by the coordinator (deadline or stop)
+        del self.running[run.row.id]
+        self.claims.release(run.row.slot)
+        assert run.outcome is not None
+        self.flush.record(run, *run.outcome)
+
+    # -- deadlines, stop, heartbeats, fences ----------------------------------
+
+    def _expire(self, now: float) -> None:
+        grace_over = (self.stopping_since is not None
+                      and now >= self.stopping_since + self.spec.stop_grace_secs)
+        soonest = math.inf
+        for run in list(self.running.values()):
+            if grace_over:
+                self._abandon(run, Record.RELEASE, None, 0.0)
+            elif run.ctx.monotonic_deadline <= now:
+                delay = run.jitter.delay(run.row.attempts - 1)
+                self._abandon(run, Record.RETRY, DEADLINE_ERROR, delay)
+                if self.spec.deadline is not None:
+                    self.deadline_cuts += 1
+            else:
+                soonest = min(soonest, run.ctx.monotonic_deadline)
+        self.next_expiry = soonest
+
+    def _abandon(self, run: Run, record: Record, detail: str | None, delay: float) -> None:
+        run.ctx.abandon()
+        del self.running[run.row.id]
+        self.e.pool.abandon(run)
+        self.claims.release(run.row.slot)
+        self.flush.record(run, record, detail, delay)
+
+    def _abandon_all(self) -> None:
+        for run in list(self.running.values()):
+            run.ctx.abandon()
+            self.e.pool.abandon(run)
+        self.running.clear()
+        self.flush.release_heartbeats()
+
+    def _begin_stop(self, now: float) -> None:
+        self.stopping_since = now
+        self.claims.stop()
+        grace_end = now + self.spec.stop_grace_secs
+        for run in self.running.values():
+            run.ctx.cancel(stopping=True, grace_end=grace_end)
+
+    def _request_heartbeat(self, ctx: JobContext) -> float | None:
+        """Called on a slot thread: post the request and wait for its round trip."""
+        run = self.running.get(ctx.job_id)
+        if run is None or run.ctx is not ctx:
+            return None
+        beat = Heartbeat(run)
+        self.e.outbox.put(beat)
+        if not beat.done.wait(timeout=30):
+            return None
+        return beat.deadline
+
+    def _queue_heartbeat(self, beat: Heartbeat) -> None:
+        run = beat.run
+        if run.ctx.abandoned or run.row.id not in self.running:
+            beat.done.set()
+            return
+        lease = (run.handler and run.handler.lease_secs) or self.spec.lease_secs
+        if self.spec.deadline is not None:
+            lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
+        self.flush.extend(beat, float(lease))
+
+    def _check_fences(self, now: float) -> None:
+        self.next_fence_check = now + FENCE_CHECK_SECS
+        old = [(job_id, run.row.token) for job_id, run in self.running.items()
+               if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
+        if not old:
+            return
+        try:
+            lost = lost_claims(self.e.conn, old)
+        except Exception as error:
+            raise _db_error(error, "checking claims", self.e.conn) from None
+        for job_id in lost:
+            run = self.running.get(job_id)
+            if run is not None:
+                run.ctx.mark_lost()
+
+
+def _db_error(
+    error: BaseException, doing: str, conn: psycopg.Connection[Any] | None
+) -> DatabaseError:
+    from tick.db import database_error
+
+    if isinstance(error, DatabaseError):
+        return error
+    return database_error(error, None, doing, conn)

@@ -1,0 +1,158 @@
+"""The flush (SPEC §6 step 5): outcomes and heartbeats waiting for the next
+round trip, and what happens to them once it returns.
+
+Outcomes are grouped by statement (`queue.Writes`) and sent with the next
+claim in one pipelined round trip. What the round trip recorded is settled:
+each job is counted under its label, and one event per job goes out. A
+round trip the server refused is recorded again outcome by outcome, so one
+bad outcome fails only its own job (SPEC §4.2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tick.engine.outcomes import REFUSED_ERROR, error_text, label_of, lost_label
+from tick.engine.report import TickReport
+from tick.engine.slots import Heartbeat, Run
+from tick.events import EventSink, JobEvent
+from tick.queue import ClaimRequest, Record, RoundTrip, Writes, lost_claims, record_each, round_trip
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from tick.engine.api import Observer
+
+
+@dataclass(slots=True)
+class Flush:
+    """One batch of fenced writes and the runs and heartbeats behind them.
+    Coordinator thread only."""
+
+    writes: Writes = field(default_factory=Writes)
+    written: dict[int, tuple[Run, Record]] = field(default_factory=dict)
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.writes)
+
+    def record(self, run: Run, record: Record, detail: str | None, delay: float) -> None:
+        """Queue `run`'s outcome for the next round trip."""
+        row = run.row
+        if record is Record.COMPLETE:
+            self.writes.complete.append((row.id, row.token, detail))
+        elif record is Record.RETRY:
+            assert detail is not None
+            self.writes.retry.append((row.id, row.token, detail, delay))
+        elif record is Record.FAIL:
+            assert detail is not None
+            self.writes.fail.append((row.id, row.token, detail))
+        else:
+            self.writes.release.append((row.id, row.token))
+        self.written[row.id] = (run, record)
+
+    def extend(self, beat: Heartbeat, lease: float) -> None:
+        """Queue a lease extension; the slot waits until the round trip is back."""
+        run = beat.run
+        self.writes.extend.append((run.row.id, run.row.token, lease))
+        self.heartbeats.append(beat)
+
+    def take(self) -> Flush:
+        """This batch, for a round trip; the flush starts empty again."""
+        batch = Flush(self.writes, self.written, self.heartbeats)
+        self.writes, self.written, self.heartbeats = Writes(), {}, []
+        return batch
+
+    def put_back(self, batch: Flush) -> None:
+        """A round trip failed: keep `batch` for the next one, ahead of what
+        arrived meanwhile (the loop reconnects; a tick leaves them to the leases)."""
+        first, later = batch.writes, self.writes
+        self.writes = Writes(first.complete + later.complete, first.retry + later.retry,
+                             first.fail + later.fail, first.release + later.release,
+                             first.extend + later.extend)
+        self.written = {**batch.written, **self.written}
+        self.heartbeats = batch.heartbeats + self.heartbeats
+
+    def release_heartbeats(self) -> None:
+        """Answer every waiting heartbeat with "lost" (the run is over)."""
+        for beat in self.heartbeats:
+            beat.done.set()
+        self.heartbeats.clear()
+
+
+def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None,
+         events: EventSink) -> RoundTrip:
+    """Record `batch` and claim in one round trip. If the server (or the
+    client's encoding) refuses something on a healthy connection, record the
+    outcomes apart instead; a lost connection raises."""
+    from tick.db import connection_lost
+
+    try:
+        return round_trip(conn, batch.writes, claim)
+    except Exception as error:
+        if connection_lost(conn):
+            raise
+        return _record_apart(conn, batch.writes, claim, error, events)
+
+
+def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
+                  error: Exception, events: EventSink) -> RoundTrip:
+    """Record the outcomes of a refused batch one by one; each one the
+    database refuses becomes a Fail naming the refusal. Then claim on its
+    own: a claim the server refuses is a statement error, raised as such
+    (never taken for a lost connection, SPEC §4.2)."""
+    done, refused = record_each(conn, writes)
+    if refused:
+        fails = Writes(fail=[(job_id, token, error_text(
+            "OutcomeRefused", "the database refused this job's outcome "
+            f"({type(why).__name__}: {_first_line(why)})")) for job_id, token, why in refused])
+        again, still = record_each(conn, fails)
+        done.recorded.update(again.recorded)
+        if still:  # even the explanation was refused: the plainest words
+            plain = Writes(fail=[(job_id, token, REFUSED_ERROR) for job_id, token, _ in still])
+            last, lost = record_each(conn, plain)
+            done.recorded.update(last.recorded)
+            for job_id, _, _ in lost:
+                events.log("error", "outcome_unrecorded", job_id=job_id)
+        events.log("warning", "outcomes_refused", count=len(refused),
+                   error=type(error).__name__)
+    if claim is not None:
+        done.claimed = round_trip(conn, Writes(), claim).claimed
+    return done
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else "no detail"
+
+
+def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]],
+           recorded: dict[int, tuple[Record, str]], report: TickReport, events: EventSink,
+           observer: Observer) -> None:
+    """Count each written outcome under its label and emit its event. An
+    outcome the fence refused is looked up: `cancelled` if an operator
+    cancelled the job, else `discarded`."""
+    if not written:
+        return
+    lost: dict[int, str] = {}
+    missing = [(job_id, run.row.token) for job_id, (run, _) in written.items()
+               if job_id not in recorded]
+    if missing:
+        lost = lost_claims(conn, missing)
+    now = time.perf_counter()
+    out = []
+    for job_id, (run, record) in written.items():
+        hit = recorded.get(job_id)
+        if hit is None:
+            state = lost.get(job_id, "RUNNING")
+            label = lost_label(lost.get(job_id))
+        else:
+            state = hit[1]
+            label = label_of(record, state)
+        report.count(label)
+        out.append(JobEvent(job_id, run.row.kind, label, state, run.row.attempts,
+                            run.duration, run.row.wait_s + (now - run.started)))
+    events.jobs(out)
+    observer.processed(out)

@@ -1,0 +1,142 @@
+"""What a handler returns (SPEC §5), and the pure rules that make it a state.
+
+No I/O (table-tested in tests/test_outcome_rules.py):
+
+- `outcome_of` turns a handler's return value into the fenced statement that
+  records it (`Record`) and the detail stored with it (result or error);
+- `label_of` names what a recorded outcome did, from the statement and the
+  state the database reports back;
+- the one vocabulary of labels (`Label`), from which the report's fields,
+  the events' levels and the metrics' `outcome` label are all derived.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from tick.queue import Record
+from tick.text import jsonb_refusal, printable
+
+ERROR_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """The job is done; `result` (JSON-able) is stored on the job."""
+
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A transient failure: try again after the backoff, up to max_attempts."""
+
+    error: str = "retry requested"
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """A permanent failure: dead-letter the job now, never retry it."""
+
+    error: str = "failed"
+
+
+Outcome = Complete | Retry | Fail
+
+# What a processed job's outcome did (SPEC §9 `outcome`); `other` is a
+# release (attempt refunded), counted as `released` in the report (§6).
+Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "other"]
+LABELS: tuple[Label, ...] = get_args(Label)
+REPORT_FIELD: dict[Label, str] = {
+    label: "released" if label == "other" else label for label in LABELS}
+LEVEL: dict[Label, str] = {
+    "completed": "info",
+    "retried": "warning",
+    "discarded": "warning",
+    "failed": "error",
+    "cancelled": "error",
+    "other": "info",
+}
+
+
+def label_of(record: Record, state: str) -> Label:
+    """The label of an outcome the database recorded, by its statement and
+    the state it left the job in (a Retry at max_attempts is `failed`)."""
+    if record is Record.RELEASE:
+        return "other"
+    if state == "FAILED":
+        return "failed"
+    if state == "PENDING":
+        return "retried"
+    return "completed"
+
+
+def lost_label(state: str | None) -> Label:
+    """The label of an outcome the fence refused: `cancelled` when an
+    operator cancelled the job, else `discarded` (rescued or re-claimed)."""
+    return "cancelled" if state == "CANCELLED" else "discarded"
+
+
+def error_text(error_class: str, message: str) -> str:
+    """`"<ErrorClass>: <message>"`, the message cut at 500 characters (SPEC §4.1).
+
+    The text is storable by construction: NUL dropped and lone surrogates
+    escaped, since PostgreSQL text holds neither and one bad row must not
+    sink the batch it is recorded with.
+    """
+    return printable(f"{error_class[:100]}: {message[:ERROR_LIMIT]}")
+
+
+def exception_text(error: BaseException) -> str:
+    """`last_error` for an exception a handler raised."""
+    try:
+        message = str(error)
+    except Exception:  # a hostile __str__ must not take the slot down
+        message = "(the exception's message could not be read)"
+    return error_text(type(error).__name__, message)
+
+
+def outcome_error(outcome: Retry | Fail) -> str:
+    """`last_error` for an explicit Retry or Fail. An exception given as the
+    error (`Retry(exc)`) is recorded by its class and message."""
+    error = outcome.error
+    if isinstance(error, BaseException):
+        return exception_text(error)
+    return error_text(type(outcome).__name__, error if isinstance(error, str) else repr(error))
+
+
+DEADLINE_ERROR = error_text("DeadlineExceeded", "deadline exceeded")
+REFUSED_ERROR = error_text("OutcomeRefused", "the database refused this job's outcome")
+
+
+def outcome_of(value: Any) -> tuple[Record, str | None]:
+    """SPEC §6.1: None or a JSON-able value is Complete; Complete, Retry and
+    Fail say so. A value that cannot be stored is a Fail naming the problem:
+    retrying the same code would produce it again. Never raises."""
+    try:
+        return _outcome_of(value)
+    except Exception as error:
+        return Record.FAIL, error_text(
+            "OutcomeError", "the handler returned a value that cannot be recorded "
+            f"({type(error).__name__})")
+
+
+def _outcome_of(value: Any) -> tuple[Record, str | None]:
+    if isinstance(value, Retry | Fail):
+        return (Record.RETRY if isinstance(value, Retry) else Record.FAIL, outcome_error(value))
+    result = value.result if isinstance(value, Complete) else value
+    if result is None:
+        return (Record.COMPLETE, None)
+    try:
+        text = json.dumps(result, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return (Record.FAIL, error_text("ValueError", "result is nested too deeply"))
+    except (TypeError, ValueError) as error:
+        return (Record.FAIL, error_text(type(error).__name__, f"result is not JSON: {error}"))
+    # jsonb holds neither NUL nor lone surrogates: one bad row must not sink the batch.
+    refusal = jsonb_refusal(text)
+    if refusal is not None:
+        return (Record.FAIL, error_text("ValueError", f"result {refusal}"))
+    return (Record.COMPLETE, text)

@@ -1,0 +1,198 @@
+"""The slot pool (SPEC §6.2): threads that run handlers, one job at a time
+each, and what one claimed job carries from its claim to its outcome.
+
+Slots talk to the coordinator one way only: through the outbox, which
+carries a finished `Run`, a `Heartbeat` request, or `WAKE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from queue import SimpleQueue
+from typing import Any
+
+from tick.engine.backoff import Jitter
+from tick.engine.context import JobCancelled, JobContext
+from tick.engine.outcomes import DEADLINE_ERROR, error_text, exception_text, outcome_of
+from tick.engine.registry import Handler
+from tick.queue import ClaimedRow, Record
+
+# Put on the outbox to make the coordinator look for work now.
+WAKE = object()
+
+
+class Run:
+    """One claimed job from claim to recorded outcome."""
+
+    __slots__ = ("ctx", "duration", "handler", "jitter", "outcome", "row", "started")
+
+    def __init__(
+        self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter
+    ) -> None:
+        self.row = row  # as claimed; never changes
+        self.ctx = ctx  # read by the slot's handler, flagged by the coordinator
+        self.handler = handler  # None: no handler knows the kind; never executed
+        self.jitter = jitter  # the jitter stream of the slot named in the claim
+        self.started = 0.0  # written by the slot under the pool's lock; read by both
+        self.duration = 0.0  # written by the slot before it posts the run
+        # Written by the slot (or the coordinator, for a job it abandons)
+        # before the run reaches the flush: (Record, detail, retry delay),
+        # the detail being the result JSON or the error.
+        self.outcome: tuple[Record, str | None, float] | None = None
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """A slot's request to extend its lease; the slot waits on `done`."""
+
+    run: Run
+    done: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None  # set by the coordinator before `done`
+
+
+class SlotPool:
+    """The threads that run handlers, one job at a time each.
+
+    Claimed jobs wait in one shared deque. At most one thread is on its way
+    (woken or starting) at any moment: a thread that takes a job and sees more
+    waiting calls the next one. Short jobs are thus drained by a few threads
+    instead of waking one per job and fighting over the GIL; long jobs still
+    gain a thread per wake-up (tens of microseconds), so none waits behind
+    another (no head-of-line blocking). A thread whose job was abandoned at
+    its deadline is written off and replaced; it ends when its handler returns.
+    """
+
+    def __init__(self, outbox: SimpleQueue[Any]) -> None:
+        self._outbox = outbox
+        self._ready: deque[Run] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._idle = 0
+        self._coming = 0  # woken or started, not yet looking at the deque
+        self._threads = 0
+        self._size = 0
+        self._names = 0
+
+    def resize(self, size: int) -> None:
+        """Run at most `size` jobs at once (threads start on demand)."""
+        with self._cond:
+            self._size = size
+
+    def submit(self, runs: list[Run]) -> None:
+        with self._cond:
+            self._ready.extend(runs)
+            self._call_one()
+
+    def _call_one(self) -> None:
+        """Wake or start one thread unless one is already on its way (locked)."""
+        if self._coming or not self._ready:
+            return
+        if self._idle > self._coming:
+            self._coming += 1
+            self._cond.notify()
+        elif self._threads < self._size:
+            self._coming += 1
+            self._start()
+
+    def abandon(self, run: Run) -> None:
+        """Give up on `run`: unqueue it if no thread took it yet; otherwise its
+        thread is stuck in the handler, so write it off and start another."""
+        with self._cond:
+            if run.started:
+                self._threads -= 1
+                self._call_one()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._ready.remove(run)
+
+    def _start(self) -> None:
+        self._threads += 1
+        self._names += 1
+        threading.Thread(target=self._serve, name=f"awc-slot-{self._names}", daemon=True).start()
+
+    def _serve(self) -> None:
+        cond, ready = self._cond, self._ready
+        with cond:
+            self._coming -= 1
+        while True:
+            with cond:
+                while not ready:
+                    if self._threads > self._size:
+                        self._threads -= 1
+                        return
+                    self._idle += 1
+                    cond.wait()
+                    self._idle -= 1
+                    self._coming = max(self._coming - 1, 0)
+                run = ready.popleft()
+                run.started = time.perf_counter()  # under the lock: see abandon()
+                self._call_one()
+            try:
+                execute(run)
+            except BaseException as error:  # never: execute catches everything
+                run.outcome = (Record.FAIL, exception_text(error), 0.0)
+            if run.ctx.abandoned:
+                return  # written off by the coordinator; its job is recorded
+            self._outbox.put(run)
+
+
+def execute(run: Run) -> None:
+    """Run one handler to an outcome. Never raises: whatever the handler does
+    (raise SystemExit, return something unrecordable), the job gets an
+    outcome naming the problem and the slot lives on (SPEC §6.1)."""
+    ctx = run.ctx
+    if ctx.cancelled and ctx.stopping:
+        run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
+        return
+    try:
+        record, detail = _run_handler(run)
+    except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit, ...
+        record, detail = Record.RETRY, exception_text(error)
+    run.duration = time.perf_counter() - run.started
+    delay = run.jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
+    run.outcome = (record, detail, delay)
+
+
+def _run_handler(run: Run) -> tuple[Record, str | None]:
+    ctx = run.ctx
+    handler = run.handler
+    assert handler is not None  # unknown kinds are failed before dispatch
+    text = run.row.payload
+    try:
+        payload: Any = {} if text == "{}" else json.loads(text)
+    except RecursionError:
+        # jsonb nests deeper than Python decodes: retrying cannot help.
+        return Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode")
+    if handler.payload is not None:
+        from pydantic import ValidationError
+
+        try:
+            payload = handler.payload.model_validate(payload)
+        except ValidationError as error:
+            return Record.FAIL, error_text("ValidationError", _brief(error))
+        except RecursionError:
+            return Record.FAIL, error_text("PayloadError", "payload is nested too deeply")
+    try:
+        value = handler.fn(ctx, payload)
+    except JobCancelled as error:
+        if ctx.stopping and not ctx.abandoned:
+            return Record.RELEASE, None  # SPEC §6.1: released, refunded
+        if ctx.remaining() <= 0:
+            return Record.RETRY, DEADLINE_ERROR
+        return Record.RETRY, exception_text(error)
+    except Exception as error:
+        return Record.RETRY, exception_text(error)
+    return outcome_of(value)
+
+
+def _brief(error: Any) -> str:
+    """A pydantic error without the input values (the payload stays private)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in item.get("loc", ())) or "payload"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid payload"

@@ -111,7 +111,7 @@ def median(values: Iterable[float]) -> float:
 
 
 def enqueue_noops(conn: psycopg.Connection[Any], n: int, batch: int = 10_000) -> None:
-    from tick.queue import enqueue_many
+    from tick.producer import enqueue_many
 
     for start in range(0, n, batch):
         enqueue_many(conn, [{"kind": "noop"}] * min(batch, n - start))

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.common import bench_url, machine, median, report, reset
 from tick.db import connect
-from tick.queue import enqueue_many
+from tick.producer import enqueue_many
 from tick.statements import sql
 
 

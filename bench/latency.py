@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.common import ROOT, bench_url, machine, report, reset
 from tick.db import connect
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 from .store import ObjectStore
 from .trees import TreeSpec, write_tree

@@ -22,7 +22,7 @@ from tick.handlers.trees import walk_closure, write_tree
 from tick import tick
 from tick.db import connect
 from tick.engine.registry import REGISTRY
-from tick.queue import enqueue
+from tick.producer import enqueue
 from tick.settings import Settings
 
 T = "acme"

@@ -25,7 +25,7 @@ from tick.handlers.store import (
 from tick.handlers.trees import CorruptTree, encode_tree, parse_tree, walk_closure, write_tree
 
 from tests.test_handlers import T, configure, drain, snapshot_state
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 OLD = datetime.now(UTC) - timedelta(days=3)
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT, job_row
 from tick.errors import SettingsError
-from tick.queue import enqueue, enqueue_many
+from tick.producer import enqueue, enqueue_many
 
 # What EventBridge Scheduler sends with awc's template Input.
 SCHEDULER_EVENT = {

@@ -24,7 +24,7 @@ from tests.kinds import LEDGER_DDL
 from tick.db import connect
 from tick.drivers.supervisor import Supervisor
 from tick.maintenance import PRUNE_LOCK_KEY
-from tick.queue import enqueue, enqueue_many
+from tick.producer import enqueue, enqueue_many
 
 
 def free_port() -> int:

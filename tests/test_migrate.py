@@ -15,7 +15,7 @@ from tests.conftest import ROOT, awc_command, job_row, run_awc
 from tick.db import connect
 from tick.errors import MigrationError
 from tick.migrate import migrate, shipped
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 CATALOG = {
     "columns": """

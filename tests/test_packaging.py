@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ROOT, awc_command
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 
 def user_app(root: Path) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
-from tick.queue import enqueue, enqueue_many
+from tick.producer import enqueue, enqueue_many
 
 
 def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

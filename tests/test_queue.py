@@ -14,7 +14,8 @@ from tests.conftest import job_row
 from tick.admin import cancel
 from tick.db import connect
 from tick.maintenance import rescue
-from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
+from tick.producer import enqueue, enqueue_many
+from tick.queue import ClaimRequest, Writes, round_trip
 
 
 def claim(conn: psycopg.Connection[Any], slots: list[str], lease: float = 60) -> list[Any]:

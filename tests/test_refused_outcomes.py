@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import job_row
 from tick import Complete, Retry, tick
 from tick.engine.registry import Registry, handler
-from tick.queue import enqueue, enqueue_many
+from tick.producer import enqueue, enqueue_many
 
 
 def registry_with(**fns: Any) -> Registry:

@@ -16,7 +16,8 @@ from tick.admin import cancel
 from tick.db import connect
 from tick.engine.registry import Registry, handler
 from tick.maintenance import prune, rescue
-from tick.queue import ClaimRequest, Writes, enqueue, enqueue_many, round_trip
+from tick.producer import enqueue, enqueue_many
+from tick.queue import ClaimRequest, Writes, round_trip
 
 
 class Item(BaseModel):

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import run_awc
 from tick import tick
 from tick.engine.registry import Registry, handler
-from tick.queue import enqueue
+from tick.producer import enqueue
 
 ODD_INSTANTS = ("infinity", "-infinity", "20000-01-01 00:00:00+00", "0044-03-15 00:00:00+00 BC")
 

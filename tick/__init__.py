@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from tick.engine.outcomes import Complete, Fail, Retry
     from tick.engine.registry import handler
     from tick.engine.report import TickReport
-    from tick.queue import enqueue, enqueue_many
+    from tick.producer import enqueue, enqueue_many
 
 __all__ = [
     "Complete",
@@ -38,8 +38,8 @@ _HOME = {
     "JobCancelled": "tick.engine.context",
     "JobContext": "tick.engine.context",
     "LeaseLost": "tick.engine.context",
-    "enqueue": "tick.queue",
-    "enqueue_many": "tick.queue",
+    "enqueue": "tick.producer",
+    "enqueue_many": "tick.producer",
     "handler": "tick.engine.registry",
     "TickReport": "tick.engine.report",
     "tick": "tick.engine.api",

@@ -29,7 +29,7 @@ from tick.drivers.compose import engine_for, tick_spec
 from tick.errors import AwcError
 from tick.events import NullEvents
 from tick.migrate import migrate
-from tick.queue import enqueue
+from tick.producer import enqueue
 from tick.settings import load_settings
 
 if TYPE_CHECKING:

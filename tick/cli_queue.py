@@ -1,0 +1,255 @@
+"""The `awc` commands on the queue itself (SPEC §4.3, §7.4): enqueue, and the
+operator commands (status, jobs, retry, cancel, prune).
+
+None of them migrates (SPEC §3): they connect through
+`open_operator_database`, which refuses a schema that is missing or behind.
+`tick.cli` registers them on the `awc` group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from tick.settings import Settings, load_settings
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def echo_json(data: Any) -> None:
+    """One JSON document on stdout, keys sorted."""
+    click.echo(json.dumps(data, default=_json_default, sort_keys=True))
+
+
+def _operator(settings: Settings) -> Any:
+    """Connect for a read-only or operator command: never migrates (SPEC §3)."""
+    from tick.drivers.compose import open_operator_database
+
+    return open_operator_database(settings)
+
+
+# -- producing ------------------------------------------------------------------
+
+
+def _not_json_number(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number too large for a double is not storable")
+    return value
+
+
+def _parse_payload(text: str) -> dict[str, Any]:
+    """`--payload` as a JSON object that PostgreSQL's jsonb stores as given:
+    no NaN or Infinity, no number beyond a double (SPEC §4.3)."""
+    try:
+        value = json.loads(text, parse_constant=_not_json_number, parse_float=_finite)
+    except RecursionError:
+        raise click.BadParameter("is nested too deeply", param_hint="--payload") from None
+    except ValueError:
+        raise click.BadParameter(
+            "is not valid JSON (NaN, Infinity and numbers beyond a double are refused)",
+            param_hint="--payload") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--payload")
+    return value
+
+
+# Where an enqueue field comes from on the command line.
+_ENQUEUE_OPTIONS = {"kind": "KIND", "payload": "--payload", "max_attempts": "--max-attempts",
+                    "run_at": "--run-at", "priority": "--priority", "queue": "--queue",
+                    "dedupe_key": "--dedupe-key"}
+# Longest --delay: a century, far beyond any real schedule, well inside a timestamp.
+MAX_DELAY_SECS = 100 * 365 * 86400
+
+
+def _parse_run_at(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter("is not an ISO 8601 instant", param_hint="--run-at") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@click.command("enqueue")
+@click.argument("kind")
+@click.option("--payload", default="{}", show_default=True,
+              help="The job's payload, a JSON object.")
+@click.option("--max-attempts", type=click.IntRange(1, 2**31 - 1), default=5, show_default=True)
+@click.option("--delay", type=click.FloatRange(0, MAX_DELAY_SECS),
+              help="Seconds before it may run.")
+@click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
+@click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
+@click.option("--queue", default="default", show_default=True)
+@click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
+def enqueue_command(
+    kind: str,
+    payload: str,
+    max_attempts: int,
+    delay: float | None,
+    run_at: str | None,
+    priority: int,
+    queue: str,
+    dedupe_key: str | None,
+) -> None:
+    """Enqueue a job of KIND and print its id."""
+    from tick.producer import EnqueueError, check_job, enqueue
+
+    if delay is not None and run_at is not None:
+        raise click.UsageError("give --delay or --run-at, not both")
+    if delay is not None and not math.isfinite(delay):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
+    body = _parse_payload(payload)
+    when = _parse_run_at(run_at) if run_at else None
+    if delay is not None:
+        when = datetime.now(UTC) + timedelta(seconds=delay)
+    try:  # what the database would refuse is a usage error, before connecting
+        check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
+                  queue=queue, dedupe_key=dedupe_key)
+    except EnqueueError as error:
+        raise click.BadParameter(error.reason,
+                                 param_hint=_ENQUEUE_OPTIONS.get(error.field, error.field)
+                                 ) from None
+    settings = load_settings()
+    with _operator(settings) as conn:
+        job_id = enqueue(
+            conn, kind, body, max_attempts=max_attempts, run_at=when,
+            priority=priority, queue=queue, dedupe_key=dedupe_key,
+        )
+    click.echo(job_id)
+
+
+# -- operating ------------------------------------------------------------------
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_command(as_json: bool) -> None:
+    """Jobs by state and kind, the oldest ready job's age, dead letters."""
+    from tick.admin import status
+
+    settings = load_settings()
+    with _operator(settings) as conn:
+        data = status(conn)
+    if as_json:
+        echo_json(data)
+        return
+    states = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in states))
+    age = data["oldest_ready_age_s"]
+    click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
+    click.echo(f"dead letters: {data['dead_letters']}")
+    for kind, counts in sorted(data["by_kind"].items()):
+        click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Inspect jobs."""
+
+
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        text = str(value).replace("\n", " ")
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    grid = [list(columns)] + [[cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        for line in grid
+    )
+
+
+@jobs_group.command("list")
+@click.option("--state",
+              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
+@click.option("--kind")
+@click.option("--queue")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+def jobs_list(
+    state: str | None, kind: str | None, queue: str | None, limit: int, as_json: bool
+) -> None:
+    """List jobs, newest first."""
+    from tick.admin import LIST_COLUMNS, list_jobs
+
+    settings = load_settings()
+    with _operator(settings) as conn:
+        rows = list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+    if as_json:
+        for row in rows:
+            echo_json(row)
+    else:
+        click.echo(_table(rows, LIST_COLUMNS))
+
+
+@jobs_group.command("show")
+@click.argument("job_id", type=int)
+def jobs_show(job_id: int) -> None:
+    """Show one job in full (payload included), as JSON."""
+    from tick.admin import show_job
+
+    settings = load_settings()
+    with _operator(settings) as conn:
+        echo_json(show_job(conn, job_id))
+
+
+@click.command("retry")
+@click.argument("job_id", type=int)
+def retry_command(job_id: int) -> None:
+    """Send a FAILED or CANCELLED job back to PENDING with fresh attempts."""
+    from tick.admin import retry
+
+    settings = load_settings()
+    with _operator(settings) as conn:
+        retry(conn, job_id)
+    click.echo(f"job {job_id} is PENDING")
+
+
+@click.command("cancel")
+@click.argument("job_id", type=int)
+def cancel_command(job_id: int) -> None:
+    """Cancel a PENDING or RUNNING job (a running handler's outcome is discarded)."""
+    from tick.admin import cancel
+
+    settings = load_settings()
+    with _operator(settings) as conn:
+        cancel(conn, job_id)
+    click.echo(f"job {job_id} is CANCELLED")
+
+
+@click.command("prune")
+def prune_command() -> None:
+    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS, now."""
+    from tick.maintenance import prune
+
+    settings = load_settings()
+    total = 0
+    with _operator(settings) as conn:
+        while True:
+            deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30)
+            total += deleted
+            if deleted == 0:
+                break
+    click.echo(f"pruned {total} jobs")
+
+
+
+COMMANDS = [enqueue_command, status_command, jobs_group, retry_command, cancel_command,
+            prune_command]

@@ -1,0 +1,275 @@
+"""The producer side of the queue (SPEC §4.3): `enqueue`, `enqueue_many`,
+and the checks that refuse, by field, what PostgreSQL would refuse.
+
+Neither function commits: an enqueue joins the producer's own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tick.statements import sql
+from tick.text import jsonb_refusal
+
+if TYPE_CHECKING:
+    import psycopg
+
+ENQUEUE_FIELDS = frozenset(
+    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key"}
+)
+
+
+_ENCODE = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
+
+# Below this many jobs one INSERT is as quick as reserving ids and a COPY.
+COPY_THRESHOLD = 64
+COPY_CHUNK = 1000
+
+# What a producer may send (SPEC §4.3). The names fit in every index that
+# holds them with room to spare; PostgreSQL's own bounds for the numbers.
+NAME_LIMIT = 200  # kind and queue, characters
+DEDUPE_KEY_LIMIT = 1000  # characters
+INT4_MAX = 2**31 - 1
+
+
+class EnqueueError(ValueError):
+    """A job the database would refuse, named by the field at fault; the
+    message never quotes the value (it may be a payload or a secret)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+def _check_text(value: Any, field: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise EnqueueError(field, "must be a string")
+    if len(value) > limit:
+        raise EnqueueError(field, f"is longer than {limit} characters")
+    if "\x00" in value:
+        raise EnqueueError(field, "contains a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EnqueueError(field, "contains a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def _check_int(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EnqueueError(field, "must be an integer")
+    if not low <= value <= high:
+        raise EnqueueError(field, f"must be between {low} and {high}")
+    return value
+
+
+def _payload_json(payload: Mapping[str, Any] | None) -> str:
+    """The payload as JSON text that jsonb stores as sent, or `EnqueueError`."""
+    if payload is None or (isinstance(payload, Mapping) and not payload):
+        return "{}"
+    if not isinstance(payload, Mapping):
+        raise EnqueueError("payload", "must be a JSON object")
+    try:
+        text = _ENCODE(payload if isinstance(payload, dict) else dict(payload))
+    except RecursionError:
+        raise EnqueueError("payload", "is nested too deeply") from None
+    except ValueError:
+        raise EnqueueError("payload", "holds NaN or an infinite number") from None
+    except TypeError as error:
+        raise EnqueueError("payload", f"is not JSON ({error})") from None
+    refusal = jsonb_refusal(text)
+    if refusal is not None:
+        raise EnqueueError("payload", refusal)
+    return text
+
+
+def _check_job(
+    kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any
+) -> None:
+    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3)."""
+    if _check_text(kind, "kind", NAME_LIMIT) == "":
+        raise EnqueueError("kind", "must not be empty")
+    _check_text(queue, "queue", NAME_LIMIT)
+    if dedupe_key is not None:
+        _check_text(dedupe_key, "dedupe_key", DEDUPE_KEY_LIMIT)
+    _check_int(max_attempts, "max_attempts", 1, INT4_MAX)
+    _check_int(priority, "priority", -32768, 32767)
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise EnqueueError("run_at", "must be a datetime")
+
+
+def check_job(
+    kind: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    max_attempts: int = 5,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    queue: str = "default",
+    dedupe_key: str | None = None,
+) -> str:
+    """Check a job as `enqueue` would, sending nothing; its payload as JSON
+    text. `EnqueueError` names the field PostgreSQL would refuse."""
+    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key)
+    return _payload_json(payload)
+
+
+def enqueue(
+    conn: psycopg.Connection[Any],
+    kind: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    max_attempts: int = 5,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    queue: str = "default",
+    dedupe_key: str | None = None,
+) -> int:
+    """Enqueue one job and return its id (SPEC §4.3).
+
+    Does not commit: the enqueue joins the caller's transaction. With a
+    `dedupe_key` held by a PENDING or RUNNING job, nothing is inserted and that
+    job's id is returned.
+    """
+    params = {
+        "kind": kind,
+        "payload": check_job(kind, payload, max_attempts=max_attempts, run_at=run_at,
+                             priority=priority, queue=queue, dedupe_key=dedupe_key),
+        "max_attempts": max_attempts,
+        "run_at": run_at,
+        "priority": priority,
+        "queue": queue,
+        "dedupe_key": dedupe_key,
+    }
+    # The live holder of a dedupe key may commit after this statement's
+    # snapshot was taken: the insert then conflicts yet the lookup sees
+    # nothing. Asking again sees it (or inserts, if it finished meanwhile).
+    for _ in range(5):
+        row = conn.execute(sql("enqueue_job"), params).fetchone()
+        if row is not None:
+            return int(row[0])
+    raise RuntimeError(f"enqueue of kind {kind!r} did not settle under dedupe contention")
+
+
+def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+    """Enqueue many jobs in one round trip; ids in input order (SPEC §4.3).
+
+    Each job is a mapping with `enqueue`'s parameter names, `kind` required.
+    Does not commit. A job whose dedupe key is live gets the live job's id.
+    """
+    batch = list(jobs)
+    if not batch:
+        return []
+    for n, job in enumerate(batch):
+        unknown = set(job) - ENQUEUE_FIELDS
+        if unknown:
+            raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
+        if "kind" not in job:
+            raise TypeError("enqueue_many: every job needs a 'kind'")
+        try:
+            _check_job(job["kind"], job.get("max_attempts", 5), job.get("run_at"),
+                       job.get("priority", 0), job.get("queue", "default"),
+                       job.get("dedupe_key"))
+        except EnqueueError as error:
+            raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
+    if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
+        return _copy_many(conn, batch)
+    columns: dict[str, list[Any]] = {
+        "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
+        "priorities": [], "queues": [], "dedupe_keys": [],
+    }
+    for job in batch:
+        columns["kinds"].append(job["kind"])
+        columns["payloads"].append(_payload_json(job.get("payload")))
+        columns["max_attempts"].append(job.get("max_attempts", 5))
+        columns["run_ats"].append(job.get("run_at"))
+        columns["priorities"].append(job.get("priority", 0))
+        columns["queues"].append(job.get("queue", "default"))
+        columns["dedupe_keys"].append(job.get("dedupe_key"))
+    rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
+    return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
+
+
+def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) -> list[int]:
+    """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
+    statement, then stream the rows. Jobs without `run_at` take the column
+    default (the server's now()), so they go in a COPY without that column."""
+    from psycopg.copy import QueuedLibpqWriter
+
+    row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
+    assert row is not None
+    ids: list[int] = row[0]
+    later_rows = []
+    with conn.cursor() as cur:
+        # The writer sends from its own thread: the server ingests one chunk
+        # while this thread formats the next (SPEC §14, bench/enqueue.py).
+        with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue) "
+                      "FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+            lines: list[str] = []
+            for job_id, job in zip(ids, batch, strict=True):
+                kind, payload = job["kind"], _payload_json(job.get("payload"))
+                max_attempts = int(job.get("max_attempts", 5))
+                priority = int(job.get("priority", 0))
+                queue, run_at = job.get("queue", "default"), job.get("run_at")
+                if run_at is not None:
+                    later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
+                                       run_at))
+                    continue
+                # COPY's text format, built directly: one line per job.
+                lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
+                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\n")
+                if len(lines) == COPY_CHUNK:
+                    copy.write("".join(lines))
+                    lines = []
+            if lines:
+                copy.write("".join(lines))
+        if later_rows:
+            with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
+                          "run_at) FROM STDIN") as copy:
+                for values in later_rows:
+                    copy.write_row(values)
+    return ids
+
+
+_COPY_SPECIAL = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str) -> str:
+    """`value` escaped for COPY's text format (backslash, tab, newline, CR)."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_SPECIAL)
+    return value
+
+
+def _ids_in_input_order(
+    conn: psycopg.Connection[Any],
+    keys: Sequence[str | None],
+    rows: Sequence[tuple[Any, ...]],
+) -> list[int]:
+    # Rows were inserted in input order, so ascending ids follow the inserted
+    # inputs; an input with a key is inserted only if it is the first of the
+    # batch to carry that key and the returned row carries it.
+    inserted = sorted((int(r[0]), r[1]) for r in rows)
+    ids: list[int | None] = []
+    seen: set[str] = set()
+    at = 0
+    for key in keys:
+        if key is None or (key not in seen and at < len(inserted) and inserted[at][1] == key):
+            ids.append(inserted[at][0])
+            at += 1
+        else:
+            ids.append(None)
+        if key is not None:
+            seen.add(key)
+    missing = [k for k, i in zip(keys, ids, strict=True) if i is None and k is not None]
+    if missing:
+        live = dict(conn.execute(sql("live_dedupe_ids"), {"keys": missing}).fetchall())
+        ids = [i if i is not None else live.get(k) for k, i in zip(keys, ids, strict=True)]
+    if any(i is None for i in ids):
+        raise RuntimeError("enqueue_many: a deduplicated job finished before its id was read")
+    return [int(i) for i in ids if i is not None]

@@ -1,5 +1,11 @@
-"""awc's job handlers by kind (SPEC §10), their payload models, and the
-object stores they use (SPEC §11)."""
+"""awc's job handlers (SPEC §10, §11), installed as `tick.handlers`.
+
+    kinds/      one module per built-in kind, with payloads, records, ttl
+    stores/     the object store protocol and its memory, file and s3 backends
+    runtime.py  settings, store and pool the kinds share in a process
+    producer.py the upload protocol, for control planes written in Python
+    trees.py    the tree format and the closure walk
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tick.settings import Settings
 
-    from .store import ObjectStore
+    from .stores.base import ObjectStore
 
-BUILTIN_KINDS = ("validate", "scrub", "expire", "retain", "gc", "prune")
 
 
 def configure(settings: Settings, store: ObjectStore | None = None) -> None:
     """Open the object store named by `AWC_CAS_URL` (unless one is given) and
     register the built-in kinds for this process."""
+    from .kinds import KINDS
     from .runtime import Runtime, install
-    from .store import open_store
+    from .stores import open_store
 
     if store is None:
         store = open_store(settings.require_cas_url(), settings)
     install(Runtime(settings=settings, store=store))
-    for module in BUILTIN_KINDS:
-        importlib.import_module(f"{__name__}.{module}")
+    for kind in KINDS:
+        importlib.import_module(f"{__name__}.kinds.{kind}")

@@ -26,7 +26,7 @@ from uuid import UUID
 
 from tick.producer import enqueue
 
-from .store import ObjectStore
+from .stores.base import ObjectStore
 from .trees import TreeSpec, write_tree
 
 if TYPE_CHECKING:

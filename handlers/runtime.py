@@ -20,7 +20,7 @@ from tick.engine.context import JobContext
 from tick.loaders import clamp_timestamps
 from tick.settings import Settings
 
-from .store import ObjectStore
+from .stores.base import ObjectStore
 
 if TYPE_CHECKING:
     import psycopg

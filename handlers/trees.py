@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .store import ObjectMissing, ObjectStore, digest_of, is_digest
+from .stores.base import ObjectMissing, ObjectStore, digest_of, is_digest
 
 VERDICT_LIST_LIMIT = 50
 # A tree is read whole to be parsed: past this size it is corrupt, whatever

@@ -69,7 +69,7 @@ def test_processes_that_share_a_worker_id_draw_different_delays() -> None:
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.support import ROOT
 
     code = ("from tick.engine.backoff import Jitter; "
             "print([round(Jitter('awc-worker-1').delay(3), 6) for _ in range(4)])")

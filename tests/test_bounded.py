@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 from tick.handlers.producer import ensure_tenant, register_snapshot
-from tick.handlers.store import open_store
+from tick.handlers.stores import open_store
 from tick.handlers.trees import walk_closure, write_tree
 
-from tests.conftest import ROOT, awc_command, wait_for
+from tests.support import ROOT, awc_command, wait_for
 from tick.events import OVERFLOW, JobEvent
 from tick.metrics import Metrics
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.conftest import ROOT, awc_command, run_awc, wait_for
+from tests.support import ROOT, awc_command, run_awc, wait_for
 from tick.producer import enqueue
 
 SECRET = "Zq9Vx7Kw"  # a password fragment that must never be printed

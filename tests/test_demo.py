@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_awc
+from tests.support import ROOT, run_awc
 
 
 @pytest.mark.timeout(180)

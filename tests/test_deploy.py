@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 CRON = ROOT / "cron"
 
@@ -166,7 +166,7 @@ def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     names = zipfile.ZipFile(out).namelist()
     assert "tick/drivers/aws_lambda.py" in names and "tick/migrations/0001_jobs.sql" in names
-    assert "tick/handlers/gc.py" in names
+    assert "tick/handlers/kinds/gc_sweep.py" in names
     binary = [n for n in names if n.startswith("psycopg_binary/") and n.endswith(".so")]
     assert binary and all("aarch64" in n or "x86_64" not in n for n in binary)
     assert "resolved psycopg" in done.stdout

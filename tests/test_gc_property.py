@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 from tick.handlers.producer import ensure_tenant, register_snapshot, upload
 from tick.handlers.runtime import runtime
-from tick.handlers.store_memory import MemoryStore
+from tick.handlers.stores.memory import MemoryStore
 from tick.handlers.trees import walk_closure, write_tree
 
 from tick import tick

@@ -10,31 +10,18 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
-import tick.handlers as handlers
-from pydantic import SecretStr
+from tick.handlers.kinds.ttl import Step, next_step
 from tick.handlers.producer import create_workspace, ensure_tenant, register_snapshot
 from tick.handlers.runtime import runtime
-from tick.handlers.store import digest_of
+from tick.handlers.stores.base import digest_of
 from tick.handlers.trees import write_tree
-from tick.handlers.ttl import Step, next_step
 
-from tests.conftest import job_row, wait_for
-from tick import tick
+from tests.support import configure_handlers as configure
+from tests.support import drain, job_row, wait_for
 from tick.db import connect
-from tick.engine.registry import REGISTRY
 from tick.producer import enqueue
-from tick.settings import Settings
 
 T = "acme"
-
-
-def configure(db_url: str, store: Any, **extra: Any) -> None:
-    base = runtime_settings_base(store)
-    handlers.configure(Settings(database_url=SecretStr(db_url), **{**base, **extra}), store)
-
-
-def runtime_settings_base(store: Any) -> dict[str, Any]:
-    return {"gc_grace_secs": 3600, "retention_grace_secs": 60, "gc_canary_size": 2}
 
 
 @pytest.fixture
@@ -45,10 +32,6 @@ def env(db_url: str, store: Any, conn: psycopg.Connection[Any]) -> Iterator[Any]
     runtime().close()
 
 
-def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:
-    return tick(conn, registry=REGISTRY, max_secs=60, max_jobs=1000, **kw)
-
-
 def snapshot_state(conn: psycopg.Connection[Any], snapshot_id: UUID) -> tuple[str, Any]:
     row = conn.execute("SELECT state, verdict FROM awc.snapshots WHERE id = %s",
                        (snapshot_id,)).fetchone()
@@ -56,7 +39,7 @@ def snapshot_state(conn: psycopg.Connection[Any], snapshot_id: UUID) -> tuple[st
     return row[0], row[1]
 
 
-def backdate(store: Any, digests: list[str], store_kind: str) -> None:
+def backdate(store: Any, digests: list[str]) -> None:
     for digest in digests:
         store.set_modified(T, digest, datetime.now(UTC) - timedelta(days=2))
 
@@ -132,9 +115,9 @@ def test_validate_twice_is_harmless(env: Any, conn: psycopg.Connection[Any]) -> 
 def test_store_outage_is_a_retry_then_ready(
     db_url: str, conn: psycopg.Connection[Any], moto_s3: Any
 ) -> None:
-    from tick.handlers.store import open_store
+    from tick.handlers.stores import open_store
 
-    from tests.conftest import new_bucket, s3_settings
+    from tests.support import new_bucket, s3_settings
 
     settings = s3_settings(moto_s3, new_bucket(moto_s3))
     store = open_store(settings.cas_url, settings)
@@ -347,7 +330,7 @@ def _objects(store: Any) -> set[str]:
 
 
 def test_gc_deletes_old_unreachable_objects_only(
-    env: Any, conn: psycopg.Connection[Any], store_kind: str
+    env: Any, conn: psycopg.Connection[Any]
 ) -> None:
     live = write_tree(env, T, {"keep": "live data", "sub": {"deep": "also live"}})
     register_snapshot(conn, T, live, validate=False, state="READY")
@@ -357,33 +340,25 @@ def test_gc_deletes_old_unreachable_objects_only(
     pinned = env.put(T, b"pinned")
     conn.execute("INSERT INTO awc.gc_pins (tenant_id, digest, reason) VALUES (%s, %s, 'hold')",
                  (T, pinned))
-    if store_kind == "s3":
-        configure(conn.info.dsn, env, gc_grace_secs=0)
-    else:
-        backdate(env, list(_objects(env)), store_kind)
-    young = env.put(T, b"young orphan")  # inside the grace
-    if store_kind == "s3":
-        young = None  # S3 cannot backdate: the grace is 0 there
+    backdate(env, list(_objects(env)))
+    env.put(T, b"young orphan")  # inside the grace
     keep_before = _objects(env)
     enqueue(conn, "gc_sweep", {"tenant_id": T})
     assert drain(conn).completed == 1
     gone = keep_before - _objects(env)
     expected_gone = {dead_root, digest_of(b"dead data"), orphan}
-    if young is None:
-        expected_gone.add(digest_of(b"young orphan"))
     assert gone == expected_gone
     epoch = conn.execute("SELECT state, deleted, candidates, dry_run FROM awc.gc_epochs"
                          ).fetchone()
     assert epoch == ("COMPLETED", len(expected_gone), len(expected_gone), False)
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "file"])
 def test_gc_dry_run_deletes_nothing_and_records_the_plan(
     db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
 ) -> None:
     configure(db_url, env, gc_dry_run=True)
     orphans = [env.put(T, f"orphan {n}".encode()) for n in range(3)]
-    backdate(env, orphans, store_kind)
+    backdate(env, orphans)
     enqueue(conn, "gc_sweep", {"tenant_id": T})
     drain(conn)
     assert set(orphans) <= _objects(env)
@@ -393,13 +368,12 @@ def test_gc_dry_run_deletes_nothing_and_records_the_plan(
     assert result is not None and result[0]["would_delete"] == 3
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "file"])
 def test_gc_batch_cap_includes_the_canary(
     db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
 ) -> None:
     configure(db_url, env, gc_batch_size=5, gc_canary_size=2)
     orphans = [env.put(T, f"orphan {n}".encode()) for n in range(12)]
-    backdate(env, orphans, store_kind)
+    backdate(env, orphans)
     enqueue(conn, "gc_sweep", {"tenant_id": T})
     drain(conn)
     assert len(set(orphans) - _objects(env)) == 5
@@ -422,12 +396,11 @@ class RegisterDuringSweep:
         return iter(listed)
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "file"])
 def test_gc_keeps_an_object_referenced_by_a_snapshot_registered_mid_epoch(
     db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str
 ) -> None:
     old = write_tree(env, T, {"shared": "old content"})
-    backdate(env, [old, digest_of(b"old content")], store_kind)
+    backdate(env, [old, digest_of(b"old content")])
 
     def producer_registers() -> None:
         # A producer reuses the old tree: it writes (refreshing) and registers.
@@ -449,7 +422,7 @@ def test_gc_keeps_an_old_object_a_producer_references_without_rewriting(
     registers) is safe: registration waits for the batch lock and each batch
     re-marks what was registered since the plan."""
     old = write_tree(env, T, {"shared": "old content"})
-    backdate(env, [old, digest_of(b"old content")], "memory")
+    backdate(env, [old, digest_of(b"old content")])
 
     def register_only() -> None:
         with connect(db_url) as other:
@@ -467,7 +440,7 @@ def test_two_concurrent_epochs_for_one_tenant_never_both_delete(
     db_url: str, env: Any, conn: psycopg.Connection[Any]
 ) -> None:
     orphans = [env.put(T, f"orphan {n}".encode()) for n in range(20)]
-    backdate(env, orphans, "memory")
+    backdate(env, orphans)
     listed, proceed = threading.Event(), threading.Event()
 
     def hold_first_sweep() -> None:
@@ -503,7 +476,7 @@ def test_a_stale_epoch_whose_holder_lost_its_lease_is_taken_over(
     conn.execute("INSERT INTO awc.gc_epochs (tenant_id, holder_job_id, holder_token) "
                  "VALUES (%s, 424242, gen_random_uuid())", (T,))
     orphan = env.put(T, b"orphan")
-    backdate(env, [orphan], "memory")
+    backdate(env, [orphan])
     enqueue(conn, "gc_sweep", {"tenant_id": T})
     drain(conn)
     states = conn.execute("SELECT state FROM awc.gc_epochs ORDER BY id").fetchall()

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, job_row
+from tests.support import ROOT, job_row
 from tick.errors import SettingsError
 from tick.producer import enqueue, enqueue_many
 

@@ -1,5 +1,5 @@
-"""SPEC §7.2, §7.3, §9: `awc loop`, its supervisor, maintenance and metrics,
-as real processes with real signals."""
+"""SPEC §7.2, §7.3: `awc loop` and `awc maintenance run` as real processes
+with real signals: wake-ups, stops, outages, refused statements, metrics."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,33 +18,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
 from tests.kinds import LEDGER_DDL
+from tests.support import ROOT, free_port, http_get, http_up, job_row, run_awc, spawn, wait_for
 from tick.db import connect
-from tick.drivers.supervisor import Supervisor
 from tick.maintenance import PRUNE_LOCK_KEY
 from tick.producer import enqueue, enqueue_many
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(awc_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def stop_loop(proc: subprocess.Popen[str], timeout: float = 30) -> tuple[str, str]:
@@ -142,7 +119,7 @@ def test_database_outage_is_survived_and_counted(tmp_path: Path) -> None:
                    PYTHONPATH=str(ROOT), AWC_METRICS_PORT=str(port),
                    AWC_WORKER_POLL_INTERVAL_MS="500", AWC_MAINTENANCE_INTERVAL_SECS="1")
         proc = spawn(env, "loop")
-        wait_for(lambda: _up(f"http://127.0.0.1:{port}/readyz"), what="readiness")
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/readyz"), what="readiness")
         server.pause()
         time.sleep(4)
         assert proc.poll() is None, "the loop exited during the outage"
@@ -154,11 +131,11 @@ def test_database_outage_is_survived_and_counted(tmp_path: Path) -> None:
                 timeout=30, what="jobs enqueued after the restart")
             assert sorted(r[0] for r in conn.execute(
                 "SELECT job_id FROM test_ledger").fetchall()) == sorted(ids)
-        status, metrics = get(f"http://127.0.0.1:{port}/metrics")
+        status, metrics = http_get(f"http://127.0.0.1:{port}/metrics")
         errors = [ln for ln in metrics.splitlines() if ln.startswith("awc_api_errors_total")]
         assert status == 200 and errors
         assert sum(float(ln.rsplit(" ", 1)[1]) for ln in errors) >= 1
-        assert get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
         stop_loop(proc)
     finally:
         server.stop()
@@ -177,10 +154,10 @@ def test_metrics_endpoint_after_a_mixed_run(
         enqueue_many(conn, [{"kind": f"unknown-{n}"} for n in range(200)])
         wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE attempts > 0"
                                       ).fetchone() == (205,), what="every job to run")
-        wait_for(lambda: _up(f"http://127.0.0.1:{port}/metrics") and
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/metrics") and
                  "awc_tick_last_success_timestamp_seconds{driver=\"loop\"}"
-                 in get(f"http://127.0.0.1:{port}/metrics")[1], what="a reported tick")
-        status, text = get(f"http://127.0.0.1:{port}/metrics")
+                 in http_get(f"http://127.0.0.1:{port}/metrics")[1], what="a reported tick")
+        status, text = http_get(f"http://127.0.0.1:{port}/metrics")
     finally:
         stop_loop(proc)
     assert status == 200
@@ -207,150 +184,6 @@ def test_metrics_endpoint_after_a_mixed_run(
                              text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
-
-def test_supervisor_gives_up_on_a_part_that_always_crashes() -> None:
-    from tick.drivers.health import make_server, serve_until
-
-    stop = threading.Event()
-    sup = Supervisor(stop, base_delay=0.02, max_delay=1, healthy_secs=60)
-    runs: list[float] = []
-
-    def crasher(stop: threading.Event) -> None:
-        runs.append(time.monotonic())
-        raise RuntimeError("always")
-
-    def steady(stop: threading.Event) -> None:
-        stop.wait()
-
-    sup.add("crasher", crasher)
-    sup.add("steady", steady)
-    port = free_port()
-    server = make_server("127.0.0.1", port, sup, lambda: b"")
-    sup.add("metrics-server", lambda s: serve_until(server, s))
-    try:
-        wait_for(lambda: sup.dead() == ["crasher"], timeout=10, what="the part to be given up")
-        state = sup.parts["crasher"]
-        assert len(runs) == 6 and state.total_restarts == 5
-        assert state.delays == sorted(state.delays)  # growing backoff
-        code, body = get(f"http://127.0.0.1:{port}/readyz")
-        assert code == 503 and json.loads(body)["dead"] == ["crasher"]
-        code, body = get(f"http://127.0.0.1:{port}/healthz")
-        assert code == 200 and json.loads(body)["parts"]["steady"] == "running"
-    finally:
-        stop.set()
-        assert sup.join(5) == []
-
-
-def test_supervisor_resets_the_budget_after_a_healthy_run() -> None:
-    stop = threading.Event()
-    sup = Supervisor(stop, base_delay=0.01, healthy_secs=0.2, budget=2)
-    runs = {"n": 0}
-
-    def flaky(stop: threading.Event) -> None:
-        runs["n"] += 1
-        if runs["n"] in (1, 2):
-            raise RuntimeError("early crash")
-        if runs["n"] == 3:
-            time.sleep(0.3)  # a healthy stretch, then a crash
-            raise RuntimeError("late crash")
-        stop.wait()
-
-    sup.add("flaky", flaky)
-    try:
-        wait_for(lambda: runs["n"] == 4, timeout=5, what="the fourth run")
-        state = sup.parts["flaky"]
-        assert state.status == "running" and state.restarts == 1 and state.total_restarts == 3
-        assert sup.dead() == []
-    finally:
-        stop.set()
-        sup.join(5)
-
-
-def test_tick_writes_a_textfile_and_keeps_the_last_success_after_a_failure(
-    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
-) -> None:
-    path = tmp_path / "awc.prom"
-    enqueue_many(conn, [{"kind": "noop"}] * 3)
-    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path), "AWC_TICK_MAX_JOBS": "1"},
-                   "tick")
-    assert done.returncode == 0, done.stderr
-    text = path.read_text()
-    line = next(ln for ln in text.splitlines()
-                if ln.startswith('awc_tick_last_success_timestamp_seconds{driver="tick"}'))
-    first = float(line.rsplit(" ", 1)[1])
-    assert abs(first - time.time()) < 60
-    assert 'awc_background_jobs_total{kind="noop",outcome="completed"} 1.0' in text
-    assert 'awc_queue_ready_jobs{kind="noop"} 2.0' in text  # what the next tick finds
-    assert 'awc_queue_oldest_ready_age_seconds{kind="noop"}' in text
-    failed = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path),
-                      "DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/x"}, "tick")
-    assert failed.returncode == 1
-    kept = next(ln for ln in path.read_text().splitlines()
-                if ln.startswith('awc_tick_last_success_timestamp_seconds{driver="tick"}'))
-    assert float(kept.rsplit(" ", 1)[1]) == first
-    promtool = shutil.which("promtool")
-    if promtool:
-        checked = subprocess.run([promtool, "check", "metrics"], input=text,
-                                 capture_output=True, text=True, timeout=30)
-        assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-def test_textfile_counters_are_cumulative_across_runs(
-    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
-) -> None:
-    # SPEC §2: each `awc tick` is a new process, but rate() and increase()
-    # need a counter that only grows.
-    path = tmp_path / "awc.prom"
-    enqueue_many(conn, [{"kind": "noop"}] * 5)
-    env = {**awc_env, "AWC_METRICS_TEXTFILE": str(path), "AWC_TICK_MAX_JOBS": "2"}
-    for runs, completed in ((1, 2), (2, 4), (3, 5)):
-        done = run_awc(env, "tick")
-        assert done.returncode == 0, done.stderr
-        text = path.read_text()
-        assert f'awc_background_jobs_total{{kind="noop",outcome="completed"}} {completed}.0' \
-            in text
-        assert f'awc_tick_duration_seconds_count{{driver="tick"}} {runs}.0' in text
-        assert f'awc_job_duration_seconds_count{{kind="noop"}} {completed}.0' in text
-        assert "_created" not in text
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".awc.prom.lock", "awc.prom"]
-
-
-def test_tick_pushes_to_a_real_pushgateway(
-    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
-) -> None:
-    binary = shutil.which("prometheus-pushgateway")
-    if binary is None:
-        pytest.skip("prometheus-pushgateway (Debian package) is not installed; .ci/run installs it")
-    port = free_port()
-    gateway = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: _up(f"http://127.0.0.1:{port}/-/ready"), what="the pushgateway")
-        enqueue(conn, "noop")
-        url = f"http://127.0.0.1:{port}"
-        assert run_awc({**awc_env, "AWC_PUSHGATEWAY_URL": url}, "tick").returncode == 0
-        _, text = get(f"{url}/metrics")
-        assert 'awc_background_jobs_total{instance="awc-worker",job="awc_tick",kind="noop",' \
-               'outcome="completed"} 1' in text
-        success = [ln for ln in text.splitlines()
-                   if ln.startswith("awc_tick_last_success_timestamp_seconds")]
-        assert len(success) == 1
-        failed = run_awc({**awc_env, "AWC_PUSHGATEWAY_URL": url, "AWC_TICK_MAX_JOBS": "1",
-                          "DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/x"}, "tick")
-        assert failed.returncode == 1
-        _, after = get(f"{url}/metrics")
-        assert [ln for ln in after.splitlines()
-                if ln.startswith("awc_tick_last_success_timestamp_seconds")] == success
-    finally:
-        gateway.terminate()
-        gateway.wait(10)
-
-
-def _up(url: str) -> bool:
-    try:
-        return get(url)[0] == 200
-    except OSError:
-        return False
 
 
 def test_maintenance_run_rescues_and_prunes_but_never_claims(
@@ -412,13 +245,13 @@ def test_a_statement_the_server_always_refuses_is_not_resent_forever(
     try:
         def readyz() -> int | None:
             try:
-                return get(f"http://127.0.0.1:{port}/readyz")[0]
+                return http_get(f"http://127.0.0.1:{port}/readyz")[0]
             except urllib.error.URLError:
                 return None  # not listening yet
 
         wait_for(lambda: readyz() == 503, timeout=90, interval=0.5,
                  what="/readyz to report the tick runner dead")
-        _, body = get(f"http://127.0.0.1:{port}/readyz")
+        _, body = http_get(f"http://127.0.0.1:{port}/readyz")
         assert json.loads(body)["dead"] == ["tick-runner"]
     finally:
         _, err = stop_loop(proc)

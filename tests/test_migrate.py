@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, awc_command, job_row, run_awc
+from tests.support import ROOT, awc_command, job_row, run_awc
 from tick.db import connect
 from tick.errors import MigrationError
 from tick.migrate import migrate, shipped

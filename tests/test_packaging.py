@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, awc_command
+from tests.support import ROOT, awc_command
 from tick.producer import enqueue
 
 
@@ -49,7 +49,7 @@ def test_a_users_handlers_package_runs_beside_awcs(
 
 def test_both_packages_import_in_one_process(tmp_path: Path) -> None:
     app = user_app(tmp_path)
-    code = ("import handlers, tick.handlers.store as store; "
+    code = ("import handlers, tick.handlers.stores.base as store; "
             "print(handlers.OWNER, '|', store.digest_of(b''))")
     done = subprocess.run([sys.executable, "-c", code], cwd=app, capture_output=True,
                           text=True, timeout=60, env={"PYTHONPATH": str(app), "PATH": "/usr/bin"})
@@ -71,7 +71,7 @@ def test_the_wheel_installs_only_the_tick_package(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/", 1)[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"tick"}
-    for shipped in ("tick/handlers/gc.py", "tick/handlers/py.typed",
+    for shipped in ("tick/handlers/kinds/gc_sweep.py", "tick/handlers/py.typed",
                     "tick/migrations/0001_jobs.sql", "tick/sql/claim_jobs.sql",
                     "tick/engine/coordinator.py", "tick/drivers/aws_lambda.py"):
         assert shipped in names

@@ -24,9 +24,9 @@ def migrated_database(server_url: str, template_db: str) -> Iterator[str]:
     """A fresh migrated database for one module's plans, dropped afterwards."""
     from psycopg.conninfo import make_conninfo
 
-    from tests.conftest import _fresh_database
+    from tests.support import fresh_database
 
-    name = _fresh_database(server_url, template_db)
+    name = fresh_database(server_url, template_db)
     try:
         yield make_conninfo(server_url, dbname=name)
     finally:

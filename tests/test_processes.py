@@ -9,21 +9,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from typing import Any
 
 import psycopg
 
-from tests.conftest import ROOT, awc_command, job_row, run_awc, wait_for
+from tests.support import ROOT, job_row, run_awc, spawn, wait_for
 from tick.producer import enqueue, enqueue_many
-
-
-def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        awc_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
 
 
 def ledger(conn: psycopg.Connection[Any]) -> list[tuple[int, int]]:

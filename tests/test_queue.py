@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import job_row
+from tests.support import job_row
 from tick.admin import cancel
 from tick.db import connect
 from tick.maintenance import rescue

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import job_row
+from tests.support import job_row
 from tick import Complete, Retry, tick
 from tick.engine.registry import Registry, handler
 from tick.producer import enqueue, enqueue_many

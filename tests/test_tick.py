@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from tests.conftest import job_row
+from tests.support import job_row
 from tick import Complete, Fail, JobContext, LeaseLost, Retry, tick
 from tick.admin import cancel
 from tick.db import connect

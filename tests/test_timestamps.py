@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import run_awc
+from tests.support import run_awc
 from tick import tick
 from tick.engine.registry import Registry, handler
 from tick.producer import enqueue
@@ -62,9 +62,10 @@ def test_a_workspace_that_never_expires_stays_active(
     db_url: str, conn: psycopg.Connection[Any], expires_at: str
 ) -> None:
     from tick.handlers.runtime import runtime
-    from tick.handlers.store_memory import MemoryStore
+    from tick.handlers.stores.memory import MemoryStore
 
-    from tests.test_handlers import configure, drain
+    from tests.support import configure_handlers as configure
+    from tests.support import drain
 
     configure(db_url, MemoryStore())
     conn.execute("INSERT INTO awc.tenants (id) VALUES ('acme')")

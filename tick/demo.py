@@ -137,7 +137,7 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
 def run_demo(directory: str, database_url: str | None) -> None:
     """The whole demo; rerunnable (the database and the store are made anew)."""
     import tick.handlers as handlers
-    from tick.handlers.store import open_store
+    from tick.handlers.stores import open_store
 
     began = time.monotonic()
     load_settings()  # every command validates the environment first (SPEC §2)

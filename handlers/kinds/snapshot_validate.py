@@ -6,9 +6,9 @@ from typing import Any
 
 from tick import Complete, JobContext, handler
 
+from ..runtime import runtime
 from .payloads import SnapshotPayload
 from .records import load_snapshot, set_snapshot_state, walk_snapshot
-from .runtime import runtime
 
 
 @handler("snapshot_validate", payload=SnapshotPayload, lease_secs=600)

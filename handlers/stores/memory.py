@@ -6,7 +6,7 @@ import threading
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 
-from .store import (
+from .base import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,
@@ -36,7 +36,7 @@ class MemoryStore(ContentAddressed):
         for start in range(0, len(data), CHUNK_SIZE):
             yield bytes(data[start:start + CHUNK_SIZE])
 
-    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+    def _write(self, tenant_id: str, digest: str, data: bytes) -> None:
         key = (check_tenant(tenant_id), hex_of(digest))
         with self._lock:
             self._objects[key] = (bytes(data), datetime.now(UTC))

@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .store import (
+from .base import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,
@@ -84,7 +84,7 @@ class FileStore(ContentAddressed):
                 raise StoreRefused(f"{digest} is a symbolic link; refused") from None
             raise StoreError(f"reading {digest}: {error.strerror or error}") from None
 
-    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+    def _write(self, tenant_id: str, digest: str, data: bytes) -> None:
         name = hex_of(digest)
         try:
             with self._objects_dir(tenant_id, create=True) as folder:

@@ -6,9 +6,9 @@ from typing import Any
 
 from tick import Complete, Fail, JobContext, handler
 
+from ..runtime import runtime
 from .payloads import SnapshotPayload
 from .records import load_snapshot, set_snapshot_state
-from .runtime import runtime
 
 WORKSPACE = "SELECT state, keep_last FROM awc.workspaces WHERE id = %(id)s"
 

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from tick.engine.outcomes import Complete, Fail, Retry
+from tick import Complete, Fail, Retry
 
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.context import JobContext
+    from tick import JobContext
 
-    from .trees import Walk
+    from ..trees import Walk
 
 LOAD_SNAPSHOT = """
 SELECT id, tenant_id, workspace_id, root_digest, state, version
@@ -99,9 +99,9 @@ def walk_snapshot(
     early: Fail for a missing snapshot, Complete({"skipped": state}) for one
     not in `expected_state`, Retry for a store outage.
     """
-    from .runtime import pacer, runtime
-    from .store import StoreError, StoreRefused
-    from .trees import walk_closure
+    from ..runtime import pacer, runtime
+    from ..stores.base import StoreError, StoreRefused
+    from ..trees import walk_closure
 
     rt = runtime()
     with rt.connection() as conn:

@@ -7,8 +7,8 @@ from typing import Any
 
 from tick import Complete, Fail, JobContext, handler
 
+from ..runtime import runtime
 from .payloads import WorkspacePayload
-from .runtime import runtime
 from .ttl import next_step
 
 LOAD = """

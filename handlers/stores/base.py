@@ -15,10 +15,6 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
-from urllib.parse import urlsplit
-
-from tick.errors import SettingsError
-from tick.settings import Settings
 
 # Matched with fullmatch: `$` would accept a trailing newline (SPEC §11.2).
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -102,17 +98,32 @@ class ObjectStore(Protocol):
         """Every object of the tenant (paginated underneath)."""
         ...
 
+
+
+class Tamperable(Protocol):
+    """What only tests and the demo do to a store: decay an object, age one.
+    Every store implements it (S3's ages only in a test double: S3 has no
+    way to set an object's last-modified time)."""
+
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
-        """Write `data` under `digest` as given, unchecked (tests and demos of decay)."""
+        """Write `data` under `digest` as given, unchecked (bit rot)."""
+        ...
+
+    def set_modified(self, tenant_id: str, digest: str, when: datetime) -> None:
+        """Backdate an object (GC's grace)."""
         ...
 
 
 class ContentAddressed:
-    """`put` for stores that implement `put_at`, `get` for stores that
-    implement `chunks`: the digest is the address."""
+    """`put` and `put_at` for stores that implement `_write`, `get` for
+    stores that implement `chunks`: the digest is the address."""
+
+    def _write(self, tenant_id: str, digest: str, data: bytes) -> None:
+        raise NotImplementedError
 
     def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
-        raise NotImplementedError
+        """Write `data` under `digest` as given, unchecked (Tamperable)."""
+        self._write(tenant_id, digest, data)
 
     def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
         raise NotImplementedError
@@ -124,32 +135,5 @@ class ContentAddressed:
     def put(self, tenant_id: str, data: bytes) -> str:
         """Store `data` under its digest (always writing); return the digest."""
         digest = digest_of(data)
-        self.put_at(tenant_id, digest, data)
+        self._write(tenant_id, digest, data)
         return digest
-
-
-def open_store(url: str, settings: Settings | None = None) -> ObjectStore:
-    """The store named by `AWC_CAS_URL` (SPEC §11.1)."""
-    parts = urlsplit(url)
-    if parts.scheme == "memory":
-        from .store_memory import MemoryStore
-
-        return MemoryStore()
-    if parts.scheme == "file":
-        from .store_file import FileStore
-
-        if parts.netloc not in ("", "localhost"):
-            raise SettingsError("AWC_CAS_URL: a file:// URL needs an absolute path (file:///dir)")
-        if not parts.path or parts.path == "/":
-            raise SettingsError("AWC_CAS_URL: a file:// URL needs a directory (file:///dir)")
-        return FileStore(parts.path)
-    if parts.scheme == "s3":
-        from .store_s3 import S3Store
-
-        if not parts.netloc:
-            raise SettingsError("AWC_CAS_URL: an s3:// URL needs a bucket (s3://bucket/prefix)")
-        return S3Store(parts.netloc, parts.path.strip("/"), settings)
-    shown = f"'{parts.scheme}'" if parts.scheme else "missing"
-    raise SettingsError(
-        f"AWC_CAS_URL: unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
-    )

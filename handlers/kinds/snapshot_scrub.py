@@ -6,9 +6,9 @@ from typing import Any
 
 from tick import Complete, JobContext, handler
 
+from ..runtime import runtime
 from .payloads import SnapshotPayload
 from .records import audit, load_snapshot, set_snapshot_state, walk_snapshot
-from .runtime import runtime
 
 PIN_SURVIVORS = """
 INSERT INTO awc.gc_pins (tenant_id, digest, snapshot_id, reason)

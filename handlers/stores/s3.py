@@ -11,9 +11,8 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from tick.errors import AwcError
-from tick.settings import Settings
 
-from .store import (
+from .base import (
     CHUNK_SIZE,
     ContentAddressed,
     ObjectInfo,
@@ -30,7 +29,15 @@ _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 class S3Store(ContentAddressed):
     """Objects at `s3://<bucket>/<prefix>/<tenant>/objects/sha256/<hex>`."""
 
-    def __init__(self, bucket: str, prefix: str, settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style: bool = False,
+    ) -> None:
         try:
             import boto3
             from botocore.config import Config
@@ -45,14 +52,10 @@ class S3Store(ContentAddressed):
             "read_timeout": 30,
             "retries": {"max_attempts": 3, "mode": "standard"},
         }
-        if settings is not None and settings.s3_force_path_style:
+        if path_style:
             options["s3"] = {"addressing_style": "path"}
         self._client = boto3.client(
-            "s3",
-            endpoint_url=settings.s3_endpoint_url if settings else None,
-            region_name=settings.s3_region if settings else None,
-            config=Config(**options),
-        )
+            "s3", endpoint_url=endpoint_url, region_name=region, config=Config(**options))
 
     def _base(self, tenant_id: str) -> str:
         head = f"{self.prefix}/" if self.prefix else ""
@@ -87,7 +90,7 @@ class S3Store(ContentAddressed):
         finally:
             body.close()  # a reader that stops early frees the connection
 
-    def put_at(self, tenant_id: str, digest: str, data: bytes) -> None:
+    def _write(self, tenant_id: str, digest: str, data: bytes) -> None:
         self._call(digest, self._client.put_object, Bucket=self.bucket,
                    Key=self._key(tenant_id, digest), Body=data)
 

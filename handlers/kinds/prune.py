@@ -7,8 +7,8 @@ from typing import Any
 from tick import Complete, JobContext, handler
 from tick.maintenance import prune as prune_jobs
 
+from ..runtime import runtime
 from .payloads import PrunePayload
-from .runtime import runtime
 
 
 @handler("prune", payload=PrunePayload)

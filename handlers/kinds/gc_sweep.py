@@ -26,10 +26,10 @@ from uuid import UUID
 
 from tick import Complete, Fail, JobContext, Retry, handler
 
+from ..runtime import Runtime, pacer, runtime
+from ..stores.base import StoreError, StoreRefused
+from ..trees import walk_closure
 from .payloads import TenantPayload
-from .runtime import Runtime, pacer, runtime
-from .store import StoreError, StoreRefused
-from .trees import walk_closure
 
 DELETE_CHUNK = 100
 

@@ -1,0 +1,201 @@
+"""Helpers the tests share: the one drain helper, the one way to run and
+spawn `awc` processes, the one database factory, polling, and the S3 test
+double. Fixtures live in conftest.py."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from tick.handlers.stores.s3 import S3Store
+
+ROOT = Path(__file__).resolve().parent.parent
+_counter = itertools.count()
+
+
+# -- databases -----------------------------------------------------------------------
+
+
+def fresh_database(server_url: str, template: str | None) -> str:
+    """A new database on the server, cloned from `template` (or empty); its name."""
+    name = f"awc_t_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if template:
+            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        else:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    """One job as a dict of its columns."""
+    cur = conn.execute("SELECT * FROM awc.jobs WHERE id = %s", (job_id,))
+    row = cur.fetchone()
+    assert row is not None, f"job {job_id} is missing"
+    assert cur.description is not None
+    return {col.name: value for col, value in zip(cur.description, row, strict=True)}
+
+
+def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:
+    """Run one tick of every registered kind until done (enqueue, drain, assert)."""
+    from tick import tick
+    from tick.engine.registry import REGISTRY
+
+    return tick(conn, registry=REGISTRY, max_secs=60, max_jobs=1000, **kw)
+
+
+def configure_handlers(db_url: str, store: Any, **extra: Any) -> None:
+    """Install the built-in kinds over `store` with test-sized graces."""
+    import tick.handlers as handlers
+    from pydantic import SecretStr
+
+    from tick.settings import Settings
+
+    base = {"gc_grace_secs": 3600, "retention_grace_secs": 60, "gc_canary_size": 2}
+    handlers.configure(Settings(database_url=SecretStr(db_url), **{**base, **extra}), store)
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def awc_command(*args: str) -> list[str]:
+    """argv for the `awc` console script, run with this interpreter."""
+    return [sys.executable, "-m", "tick.cli", *args]
+
+
+def run_awc(
+    env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run `awc ARGS` to completion and capture its output."""
+    return subprocess.run(
+        awc_command(*args), env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """Start `awc ARGS` in the background, its output piped."""
+    return subprocess.Popen(awc_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 20, interval: float = 0.05, what: str = ""
+) -> Any:
+    """Poll `predicate` until it returns a true value; fail after `timeout`."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+# -- HTTP -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """GET `url`: (status, body), also for an HTTP error status."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+
+def http_up(url: str) -> bool:
+    """True once `url` answers 200."""
+    try:
+        return http_get(url)[0] == 200
+    except OSError:
+        return False
+
+
+# -- S3 -----------------------------------------------------------------------------------
+
+
+class MotoS3:
+    """A moto S3 server on 127.0.0.1 that a test may stop and start again."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._cls = ThreadedMotoServer
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        _, self.port = self.server.get_host_and_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def restart(self) -> None:
+        # moto keeps its buckets in-process: a new server on the same port
+        # serves the same objects, as an S3 endpoint coming back would.
+        self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+
+class MotoS3Store(S3Store):
+    """The S3 store against the in-process moto server, with the test-only
+    `set_modified` (stores/base.py: Tamperable) that S3 itself has no API for:
+    it ages the object in moto's own backend."""
+
+    def set_modified(self, tenant_id: str, digest: str, when: datetime) -> None:
+        from moto.s3.models import s3_backends
+
+        key = self._key(tenant_id, digest)
+        for regions in s3_backends.values():
+            bucket = regions["global"].buckets.get(self.bucket)
+            if bucket is not None and key in bucket.keys:
+                bucket.keys[key].last_modified = when.replace(tzinfo=None)
+                return
+        raise KeyError(key)
+
+
+def s3_settings(moto: MotoS3, bucket: str, **extra: Any) -> Any:
+    """Settings for an s3:// store on the moto server."""
+    from tick.settings import Settings
+
+    options: dict[str, Any] = {"cas_url": f"s3://{bucket}/awc", "s3_endpoint_url": moto.endpoint,
+                               "s3_region": "us-east-1", "s3_force_path_style": True}
+    return Settings(**{**options, **extra})
+
+
+def new_bucket(moto: MotoS3) -> str:
+    """A new empty bucket on the moto server; its name."""
+    import boto3
+
+    name = f"awc-{os.getpid()}-{next(_counter)}"
+    boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1").create_bucket(
+        Bucket=name)
+    return name
+
+
+def moto_store(moto: MotoS3, bucket: str, **extra: Any) -> MotoS3Store:
+    """An s3:// store on `bucket`, tamperable like the other two."""
+    settings = s3_settings(moto, bucket, **extra)
+    return MotoS3Store(bucket, "awc", endpoint_url=settings.s3_endpoint_url,
+                       region=settings.s3_region, path_style=True)

@@ -19,7 +19,15 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from tests.kinds import LEDGER_DDL
-from tests.support import ROOT, MotoS3, fresh_database, moto_store, new_bucket
+from tests.support import (
+    ROOT,
+    TENANT,
+    MotoS3,
+    configure_handlers,
+    fresh_database,
+    moto_store,
+    new_bucket,
+)
 from tick.db import connect
 from tick.migrate import migrate
 
@@ -127,3 +135,15 @@ def store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> An
         return open_store(f"file://{tmp_path}/store")
     moto = request.getfixturevalue("moto_s3")
     return moto_store(moto, new_bucket(moto))
+
+
+@pytest.fixture
+def env(db_url: str, store: Any, conn: psycopg.Connection[Any]) -> Iterator[Any]:
+    """The built-in kinds installed over `store`, tenant `acme` created."""
+    from tick.handlers.producer import ensure_tenant
+    from tick.handlers.runtime import runtime
+
+    configure_handlers(db_url, store)
+    ensure_tenant(conn, TENANT)
+    yield store
+    runtime().close()

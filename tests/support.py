@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,24 @@ def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     assert row is not None, f"job {job_id} is missing"
     assert cur.description is not None
     return {col.name: value for col, value in zip(cur.description, row, strict=True)}
+
+
+TENANT = "acme"  # the tenant the handler tests work in
+
+
+def snapshot_state(conn: psycopg.Connection[Any], snapshot_id: Any) -> tuple[str, Any]:
+    """A snapshot's (state, verdict)."""
+    row = conn.execute("SELECT state, verdict FROM awc.snapshots WHERE id = %s",
+                       (snapshot_id,)).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def backdate(store: Any, digests: list[str], tenant: str = TENANT) -> None:
+    """Age objects past GC's grace (a Tamperable store's set_modified)."""
+    when = datetime.now(UTC) - timedelta(days=2)
+    for digest in digests:
+        store.set_modified(tenant, digest, when)
 
 
 def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:

@@ -19,9 +19,9 @@ from tick.handlers.stores import open_store
 from tick.handlers.stores.base import StoreRefused, check_tenant, digest_of, hex_of
 from tick.handlers.trees import CorruptTree, encode_tree, parse_tree, walk_closure, write_tree
 
+from tests.support import TENANT as T
 from tests.support import configure_handlers as configure
-from tests.support import drain
-from tests.test_handlers import T, snapshot_state
+from tests.support import drain, snapshot_state
 from tick.producer import enqueue
 
 OLD = datetime.now(UTC) - timedelta(days=3)

@@ -56,7 +56,7 @@ def _embedded_database(directory: Path) -> tuple[str, Any]:
 def _seed(conn: Any, store: Any, tenant: str, queue: str) -> dict[str, Any]:
     """A tenant, two workspaces, four snapshots and one orphan object.
 
-    New snapshots go through the producer API (`handlers.producer.upload`),
+    New snapshots go through the producer API (`tick.handlers.producer.upload`),
     and their validation is enqueued on the demo's queue; two older READY
     snapshots stand for the control plane's history.
     """

@@ -68,14 +68,16 @@ class SlotPool:
     """
 
     def __init__(self, outbox: SimpleQueue[Any]) -> None:
-        self._outbox = outbox
-        self._ready: deque[Run] = deque()
+        # Every field but the outbox is read and written under `_cond`, by the
+        # coordinator (submit, abandon, resize) and the slot threads (_serve).
+        self._outbox = outbox  # slots put finished runs; the coordinator gets them
+        self._ready: deque[Run] = deque()  # claimed jobs no thread has taken yet
         self._cond = threading.Condition(threading.Lock())
-        self._idle = 0
+        self._idle = 0  # threads waiting on the condition
         self._coming = 0  # woken or started, not yet looking at the deque
-        self._threads = 0
-        self._size = 0
-        self._names = 0
+        self._threads = 0  # live threads, the written-off ones not counted
+        self._size = 0  # most threads at once (the run's concurrency)
+        self._names = 0  # threads started so far, for their names
 
     def resize(self, size: int) -> None:
         """Run at most `size` jobs at once (threads start on demand)."""

@@ -1,0 +1,113 @@
+"""Fire times (SPEC §15): a schedule's cron instants in its IANA time zone.
+
+Pure, no I/O. The cron arithmetic is cronsim's (docs/decisions/0010: it
+keeps a fixed wall time once on a DST change, where croniter fires it twice).
+One rule is awc's own: a wall time fires at most once. When the clock goes
+back, an hour of wall times comes again; cronsim, like cron, would fire an
+hour-wildcard schedule (`0 * * * *`) in both passes, and SPEC §15 says a
+repeated wall time fires once. A wall time the clock skips fires once, at
+the first instant after the gap (cronsim's behaviour, kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+ALIASES = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+}
+# How far back a clock can have been ahead of now: the largest DST shift is
+# two hours (Antarctica/Troll); three leaves room.
+_LOOKBACK_MINUTES = 180
+
+
+class ScheduleError(ValueError):
+    """A schedule option awc cannot use, named by `field`; never quotes secrets
+    (there are none here, but the message stays short and plain)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def check_cron(expression: str) -> str:
+    """The expression as stored: 5 fields or one of the @ aliases; a
+    `ScheduleError("cron", …)` otherwise."""
+    from cronsim import CronSim, CronSimError
+
+    text = " ".join(expression.split()) if isinstance(expression, str) else ""
+    if not text:
+        raise ScheduleError("cron", "is empty")
+    if text.startswith("@"):
+        if text not in ALIASES:
+            raise ScheduleError("cron", f"unknown alias; use one of {', '.join(ALIASES)}")
+        return text
+    if len(text) > 200 or len(text.split(" ")) != 5:
+        raise ScheduleError("cron", "must have 5 fields (minute hour day month weekday)")
+    try:
+        CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
+    except (CronSimError, ValueError) as error:
+        raise ScheduleError("cron", f"is not a valid expression ({error})") from None
+    return text
+
+
+def check_zone(name: str) -> ZoneInfo:
+    """The IANA zone `name`; a `ScheduleError("timezone", …)` otherwise."""
+    from zoneinfo import ZoneInfoNotFoundError
+
+    if not isinstance(name, str) or not name or len(name) > 100 or "\x00" in name:
+        raise ScheduleError("timezone", "is not an IANA time zone name")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ScheduleError("timezone", "is not an IANA time zone name") from None
+
+
+def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
+    return instant.astimezone(zone).replace(tzinfo=None)
+
+
+def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]:
+    """The fire instants strictly after `after` (an aware datetime), in
+    order, as UTC datetimes; each wall time at most once."""
+    from cronsim import CronSim
+
+    zone = check_zone(timezone)
+    cron = ALIASES.get(expression, expression)
+    # The latest wall time any instant up to `after` showed: a repeated wall
+    # time at or below it has fired already (or was due then).
+    seen = max(_wall(after - timedelta(minutes=m), zone) for m in range(_LOOKBACK_MINUTES + 1))
+    for candidate in CronSim(cron, after.astimezone(zone)):
+        wall = candidate.replace(tzinfo=None)
+        instant = candidate.astimezone(UTC)
+        if instant <= after or wall <= seen:
+            continue  # the clock went back: this wall time came before
+        seen = wall
+        yield instant
+
+
+def next_fire(expression: str, timezone: str, after: datetime) -> datetime:
+    """The first fire instant strictly after `after`."""
+    return next(fires(expression, timezone, after))
+
+
+def due_fires(expression: str, timezone: str, since: datetime, now: datetime,
+              limit: int) -> tuple[list[datetime], datetime]:
+    """The fire instants in [since, now], oldest first, at most `limit`, and
+    the next fire instant after the last of them (or after `now`)."""
+    found: list[datetime] = []
+    stream = fires(expression, timezone, since - timedelta(microseconds=1))
+    for instant in stream:
+        if instant > now:
+            return found, instant
+        found.append(instant)
+        if len(found) == limit:
+            return found, next(stream)
+    raise AssertionError("a cron stream never ends")  # pragma: no cover

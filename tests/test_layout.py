@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.handlers.kinds",),  # every module of kinds/
     ("tick.handlers",),
     ("tick.drivers",),  # every module of drivers/
-    ("tick.demo", "tick.cli_queue", "tick.cli"),
+    ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli"),
 ]
 PUBLIC = "tick"  # the public API (tick/__init__.py): lazy, importable from any layer
 

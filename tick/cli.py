@@ -17,6 +17,7 @@ import click
 
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
+from tick.cli_schedules import schedules_group
 from tick.errors import AwcError
 from tick.settings import Settings, load_settings
 
@@ -133,8 +134,12 @@ def maintenance_tick(as_json: bool) -> None:
     settings = load_settings()
     with _connect(settings) as conn:
         done = run_maintenance(conn, settings.prune_after_secs)
+    if done.fires:
+        from tick.events import StreamEvents, report_fires
+
+        report_fires(StreamEvents(settings.log_format), done)
     data = {"rescued": done.rescued, "rescued_failed": done.rescued_failed,
-            "pruned": done.pruned}
+            "pruned": done.pruned, "fired": done.fired}
     if as_json:
         echo_json(data)
     else:
@@ -191,6 +196,7 @@ def _unexpected(error: BaseException) -> str:
 
 for _command in QUEUE_COMMANDS:  # enqueue and the operator commands (tick/cli_queue.py)
     cli.add_command(_command)
+cli.add_command(schedules_group)  # tick/cli_schedules.py
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,7 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default, sort_keys=True))
 
 
-def _operator(settings: Settings) -> Any:
+def operator_connection(settings: Settings) -> Any:
     """Connect for a read-only or operator command: never migrates (SPEC §3)."""
     from tick.drivers.compose import open_operator_database
 
@@ -50,7 +50,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def _parse_payload(text: str) -> dict[str, Any]:
+def parse_payload(text: str) -> dict[str, Any]:
     """`--payload` as a JSON object that PostgreSQL's jsonb stores as given:
     no NaN or Infinity, no number beyond a double (SPEC §4.3)."""
     try:
@@ -110,7 +110,7 @@ def enqueue_command(
         raise click.UsageError("give --delay or --run-at, not both")
     if delay is not None and not math.isfinite(delay):
         raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
-    body = _parse_payload(payload)
+    body = parse_payload(payload)
     when = _parse_run_at(run_at) if run_at else None
     if delay is not None:
         when = datetime.now(UTC) + timedelta(seconds=delay)
@@ -122,7 +122,7 @@ def enqueue_command(
                                  param_hint=_ENQUEUE_OPTIONS.get(error.field, error.field)
                                  ) from None
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key,
@@ -140,7 +140,7 @@ def status_command(as_json: bool) -> None:
     from tick.admin import status
 
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         data = status(conn)
     if as_json:
         echo_json(data)
@@ -159,7 +159,7 @@ def jobs_group() -> None:
     """Inspect jobs."""
 
 
-def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
     def cell(value: Any) -> str:
         if value is None:
             return "-"
@@ -190,13 +190,13 @@ def jobs_list(
     from tick.admin import LIST_COLUMNS, list_jobs
 
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         rows = list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
     if as_json:
         for row in rows:
             echo_json(row)
     else:
-        click.echo(_table(rows, LIST_COLUMNS))
+        click.echo(table(rows, LIST_COLUMNS))
 
 
 @jobs_group.command("show")
@@ -206,7 +206,7 @@ def jobs_show(job_id: int) -> None:
     from tick.admin import show_job
 
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         echo_json(show_job(conn, job_id))
 
 
@@ -217,7 +217,7 @@ def retry_command(job_id: int) -> None:
     from tick.admin import retry
 
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         retry(conn, job_id)
     click.echo(f"job {job_id} is PENDING")
 
@@ -229,7 +229,7 @@ def cancel_command(job_id: int) -> None:
     from tick.admin import cancel
 
     settings = load_settings()
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         cancel(conn, job_id)
     click.echo(f"job {job_id} is CANCELLED")
 
@@ -241,7 +241,7 @@ def prune_command() -> None:
 
     settings = load_settings()
     total = 0
-    with _operator(settings) as conn:
+    with operator_connection(settings) as conn:
         while True:
             deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30)
             total += deleted

@@ -174,3 +174,11 @@ def bridge_logging(fmt: str) -> None:
     root.setLevel(logging.WARNING)
     logging.raiseExceptions = False
     logging.captureWarnings(True)
+
+
+def report_fires(sink: EventSink, done: Any) -> None:
+    """One `schedule_fire` event per ledger row a maintenance pass recorded
+    (SPEC §15): the schedule, the fire time, its status and its job."""
+    for schedule, fire_at, status, job_id in done.fires:
+        sink.log("info", "schedule_fire", schedule=schedule, fire_at=fire_at.isoformat(),
+                 status=status, job_id=job_id)

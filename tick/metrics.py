@@ -119,6 +119,12 @@ class Metrics:
         self.oldest = CappedGauge(Gauge(
             "awc_queue_oldest_ready_age_seconds", "Age of the oldest ready job.", ["kind"],
             registry=r))
+        self.schedule_fires = Capped(Counter(
+            "awc_schedule_fires", "Schedule fires recorded, by status.", ["schedule", "status"],
+            registry=r))
+        self.schedule_lag = CappedGauge(Gauge(
+            "awc_schedule_lag_seconds", "How late the last enqueued fire was enqueued.",
+            ["schedule"], registry=r))
         self._sampled: set[str] = set()
 
     # The engine's Observer -----------------------------------------------------
@@ -134,6 +140,14 @@ class Metrics:
             self.lag.set((e.kind,), max(e.lag_s, 0.0))
         for (kind, outcome), n in tally.items():
             self.jobs.labels(kind, outcome).inc(n)
+
+    def schedules_fired(self, fires: Any, lags: Any) -> None:
+        tally: Tally[tuple[str, str]] = Tally(
+            (schedule, status) for schedule, _, status, _ in fires)
+        for (schedule, status), n in tally.items():
+            self.schedule_fires.labels(schedule, status).inc(n)
+        for schedule, lag in lags:
+            self.schedule_lag.set((schedule,), lag)
 
     # Drivers -------------------------------------------------------------------
 

@@ -107,6 +107,7 @@ class LambdaObserver:
 
     outcomes: Tally[tuple[str, str]] = field(default_factory=Tally)
     api_errors: Tally[str] = field(default_factory=Tally)
+    fires: Tally[str] = field(default_factory=Tally)  # schedule fires by status
     samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def _sample(self, kind: str, name: str, value: float) -> None:
@@ -125,6 +126,10 @@ class LambdaObserver:
     def api_error(self, component: str) -> None:
         self.api_errors[component] += 1
 
+    def schedules_fired(self, fires: Any, lags: Any) -> None:
+        for _, _, status, _ in fires:
+            self.fires[status] += 1
+
     def publish(self) -> None:
         """EMF records, at most 128 label sets per metric, then overflow."""
         kept: Tally[tuple[str, str]] = Tally()
@@ -136,6 +141,10 @@ class LambdaObserver:
                                namespace=NAMESPACE) as metric:
                 metric.add_dimension(name="kind", value=kind)
                 metric.add_dimension(name="outcome", value=outcome)
+        for status, count in self.fires.items():
+            with single_metric(name="ScheduleFires", unit=MetricUnit.Count, value=count,
+                               namespace=NAMESPACE) as metric:
+                metric.add_dimension(name="status", value=status)
         for component, count in self.api_errors.items():
             with single_metric(name="ApiErrors", unit=MetricUnit.Count, value=count,
                                namespace=NAMESPACE) as metric:
@@ -323,7 +332,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
 def _publish(report: TickReport, observer: LambdaObserver) -> None:
     observer.publish()
     for name in ("claimed", "completed", "retried", "failed", "cancelled", "released",
-                 "discarded", "rescued", "pruned"):
+                 "discarded", "rescued", "pruned", "fired"):
         metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
                            value=getattr(report, name))
     metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)

@@ -19,7 +19,7 @@ from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.report import TickReport
 from tick.errors import AwcError, DatabaseError
-from tick.events import EventSink, StreamEvents
+from tick.events import EventSink, StreamEvents, report_fires
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
 from tick.settings import Settings
@@ -69,9 +69,13 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) ->
                     conn = connect(settings.dsn(), prepare=settings.db_prepare)
                 done = run_maintenance(conn, settings.prune_after_secs)
                 metrics.sample_queue(conn)
-                if done.rescued or done.rescued_failed or done.pruned:
+                if done.fires:
+                    report_fires(events, done)
+                    metrics.schedules_fired(done.fires, done.lags)
+                if done.rescued or done.rescued_failed or done.pruned or done.fired:
                     events.log("info", "maintenance", rescued=done.rescued,
-                               rescued_failed=done.rescued_failed, pruned=done.pruned)
+                               rescued_failed=done.rescued_failed, pruned=done.pruned,
+                               fired=done.fired)
             except Exception as error:
                 import psycopg
 

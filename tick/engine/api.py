@@ -40,6 +40,8 @@ class Observer(Protocol):
 
     def api_error(self, component: str) -> None: ...
 
+    def schedules_fired(self, fires: Any, lags: Any) -> None: ...
+
 
 class NullObserver:
     """Records nothing."""
@@ -51,6 +53,9 @@ class NullObserver:
         pass
 
     def api_error(self, component: str) -> None:
+        pass
+
+    def schedules_fired(self, fires: Any, lags: Any) -> None:
         pass
 
 

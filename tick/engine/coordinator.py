@@ -29,6 +29,7 @@ from tick.engine.outcomes import DEADLINE_ERROR, error_text
 from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, Heartbeat, Run
 from tick.errors import DatabaseError
+from tick.events import report_fires
 from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
 
 if TYPE_CHECKING:
@@ -188,6 +189,10 @@ class Coordinator:
             raise _db_error(error, "maintenance", self.e.conn) from None
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
+        self.report.fired = done.fired
+        if done.fires:
+            report_fires(self.e.events, done)
+            self.e.observer.schedules_fired(done.fires, done.lags)
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()

@@ -26,6 +26,7 @@ class TickReport:
     discarded: int = 0
     rescued: int = 0
     pruned: int = 0
+    fired: int = 0  # schedule fires enqueued by this tick's maintenance (SPEC §15)
     stop_reason: StopReason = "drained"
     duration_s: float = 0.0
 
@@ -46,5 +47,6 @@ class TickReport:
             f"claimed={self.claimed} completed={self.completed} retried={self.retried} "
             f"failed={self.failed} cancelled={self.cancelled} released={self.released} "
             f"discarded={self.discarded} rescued={self.rescued} pruned={self.pruned} "
+            f"fired={self.fired} "
             f"stop_reason={self.stop_reason} duration_s={self.duration_s:.3f}"
         )

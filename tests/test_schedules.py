@@ -1,0 +1,288 @@
+"""SPEC §15: durable schedules, fired by every tick: the ledger, missed and
+overlap policies, pause and resume, edits, trigger, the commands and sync,
+and exactly one ledger row per fire under concurrent, killed ticks."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import run_awc, spawn
+from tick import tick
+from tick.engine.registry import Registry, handler
+from tick.schedules import Schedule, ScheduleNotFound, add, pause, resume, sync, trigger
+from tick.schedules.times import fires
+
+
+def registry() -> Registry:
+    reg = Registry()
+    handler("report", registry=reg)(lambda ctx, p: p)
+    return reg
+
+
+def backdate(conn: psycopg.Connection[Any], name: str, minutes: int) -> datetime:
+    """Pretend the schedule has not fired for `minutes`: its next fire is that old."""
+    row = conn.execute("UPDATE awc.schedules SET next_fire_at = date_trunc('minute', now()) - "
+                       "make_interval(mins => %s) WHERE name = %s RETURNING next_fire_at",
+                       (minutes, name)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def ledger(conn: psycopg.Connection[Any], name: str) -> list[tuple[datetime, str, int | None]]:
+    return conn.execute("SELECT fire_at, status, job_id FROM awc.schedule_fires "
+                        "WHERE schedule = %s ORDER BY fire_at", (name,)).fetchall()
+
+
+def every_minute(name: str = "minutely", **options: Any) -> Schedule:
+    return Schedule(name, "* * * * *", "report", {"from": name}, **options)
+
+
+def test_add_computes_the_next_fire_and_an_unchanged_add_changes_nothing(
+    conn: psycopg.Connection[Any],
+) -> None:
+    assert add(conn, Schedule("nightly", "0 3 * * *", "report", timezone="Europe/Berlin")) \
+        == "created"
+    first = conn.execute("SELECT next_fire_at, updated_at FROM awc.schedules").fetchone()
+    assert first[0].astimezone(UTC).hour in (1, 2)  # 03:00 in Berlin
+    assert add(conn, Schedule("nightly", "0 3 * * *", "report", timezone="Europe/Berlin")) \
+        == "unchanged"
+    assert conn.execute("SELECT next_fire_at, updated_at FROM awc.schedules").fetchone() == first
+    assert add(conn, Schedule("nightly", "0 4 * * *", "report", timezone="Europe/Berlin")) \
+        == "updated"
+    edited = conn.execute("SELECT next_fire_at FROM awc.schedules").fetchone()[0]
+    assert edited - first[0] == timedelta(hours=1)  # recomputed from the new cron
+
+
+@pytest.mark.parametrize("missed", ["latest", "all"])
+def test_missed_fires_inside_the_catchup_window(conn: psycopg.Connection[Any], missed: str) -> None:
+    add(conn, every_minute(missed=missed, catchup_secs=3600))
+    since = backdate(conn, "minutely", 10)
+    report = tick(conn, registry=registry(), max_secs=30)
+    rows = ledger(conn, "minutely")
+    assert [r[0] for r in rows] == [since + timedelta(minutes=m) for m in range(len(rows))]
+    assert len(rows) >= 11  # ten minutes back, and now
+    enqueued = [r for r in rows if r[1] == "enqueued"]
+    if missed == "latest":
+        assert enqueued == [rows[-1]] and {r[1] for r in rows[:-1]} == {"skipped"}
+    else:
+        assert enqueued == rows
+    assert report.fired == len(enqueued)
+    jobs = conn.execute("SELECT id, run_at, state, result FROM awc.jobs ORDER BY id").fetchall()
+    assert [(j[0], j[1]) for j in jobs] == [(r[2], r[0]) for r in enqueued]  # run_at = fire_at
+    assert all(j[2] == "COMPLETED" and j[3] == {"from": "minutely"} for j in jobs)
+    assert tick(conn, registry=registry(), max_secs=30).fired == 0  # nothing due twice
+
+
+def test_fires_older_than_the_catchup_window_are_missed(conn: psycopg.Connection[Any]) -> None:
+    add(conn, every_minute(missed="all", catchup_secs=300))
+    backdate(conn, "minutely", 20)
+    tick(conn, registry=registry(), max_secs=30)
+    statuses = [r[1] for r in ledger(conn, "minutely")]
+    assert statuses.count("missed") in (14, 15, 16) and "skipped" not in statuses
+    assert set(statuses) == {"missed", "enqueued"}
+
+
+def test_overlap_skip_records_a_fire_while_the_last_job_is_live(
+    conn: psycopg.Connection[Any],
+) -> None:
+    add(conn, every_minute(overlap="skip", missed="all"))
+    backdate(conn, "minutely", 3)
+    reg = Registry()  # no handler: the jobs stay PENDING, never claimed
+    tick(conn, registry=reg, max_secs=30, kinds=["nothing-claims-this"])
+    statuses = [r[1] for r in ledger(conn, "minutely")]
+    assert statuses[0] == "enqueued" and set(statuses[1:]) == {"overlap"}
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1,)
+
+
+def test_a_paused_schedule_fires_nothing_and_resumes_from_now(
+    conn: psycopg.Connection[Any],
+) -> None:
+    add(conn, every_minute())
+    backdate(conn, "minutely", 30)
+    pause(conn, "minutely")
+    assert tick(conn, registry=registry(), max_secs=30).fired == 0
+    assert ledger(conn, "minutely") == []
+    resume(conn, "minutely")
+    row = conn.execute("SELECT next_fire_at > now(), paused FROM awc.schedules").fetchone()
+    assert row == (True, False)  # no catch-up of what fell due while paused
+    assert tick(conn, registry=registry(), max_secs=30).fired == 0
+
+
+def test_trigger_enqueues_one_job_now_recorded_manual(conn: psycopg.Connection[Any]) -> None:
+    add(conn, Schedule("nightly", "0 3 * * *", "report", {"n": 1}))
+    job = trigger(conn, "nightly")
+    rows = ledger(conn, "nightly")
+    assert [(r[1], r[2]) for r in rows] == [("manual", job)]
+    assert conn.execute("SELECT kind, payload FROM awc.jobs WHERE id = %s", (job,)
+                        ).fetchone() == ("report", {"n": 1})
+    with pytest.raises(ScheduleNotFound):
+        trigger(conn, "no-such-schedule")
+
+
+def test_a_schedule_of_ten_thousand_minutes_enqueues_at_most_100_a_call(
+    conn: psycopg.Connection[Any],
+) -> None:
+    add(conn, every_minute(missed="all", catchup_secs=86400))
+    backdate(conn, "minutely", 150)
+    tick(conn, registry=Registry(), max_secs=30, kinds=["none"])
+    assert conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone() == (100,)
+    tick(conn, registry=Registry(), max_secs=30, kinds=["none"])
+    assert conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone()[0] >= 150
+
+
+# -- the commands ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["--cron", "61 * * * *"], "--cron"), (["--cron", "* * *"], "--cron"),
+     (["--cron", "@every5m"], "--cron"), (["--timezone", "Mars/Olympus"], "--timezone"),
+     (["--payload", "[1]"], "--payload"), (["--catchup-secs", "-1"], "--catchup-secs"),
+     (["--max-attempts", "0"], "--max-attempts"), (["--missed", "some"], "--missed")],
+)
+def test_a_bad_schedule_option_is_a_usage_error_that_writes_nothing(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], args: list[str], option: str
+) -> None:
+    base = {"--cron": "* * * * *", "--kind": "report"}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    flat = [x for pair in base.items() for x in pair]
+    done = run_awc(awc_env, "schedules", "add", "s1", *flat)
+    assert done.returncode == 2, done.stderr
+    assert option in done.stderr and "Traceback" not in done.stderr
+    assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (0,)
+
+
+def test_the_commands_list_next_history_pause_and_remove(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    done = run_awc(awc_env, "schedules", "add", "nightly", "--cron", "30 2 * * *", "--kind",
+                   "noop", "--timezone", "Europe/Berlin")
+    assert done.returncode == 0 and done.stdout == "schedule nightly created\n", done.stderr
+    nexts = run_awc(awc_env, "schedules", "next", "nightly", "--count", "3").stdout.split()
+    instants = [datetime.fromisoformat(line) for line in nexts]
+    assert len(instants) == 3 and all(i.utcoffset() in (timedelta(hours=1), timedelta(hours=2))
+                                      for i in instants)
+    assert all((i.hour, i.minute) in ((2, 30), (3, 0)) for i in instants)
+    job = int(run_awc(awc_env, "schedules", "trigger", "nightly").stdout)
+    listed = json.loads(run_awc(awc_env, "schedules", "list", "--json").stdout)
+    assert listed[0]["name"] == "nightly" and listed[0]["last_job_state"] == "PENDING"
+    assert {"cron", "timezone", "kind", "paused", "next_fire_at", "last_fire_at"} <= set(listed[0])
+    history = json.loads(run_awc(awc_env, "schedules", "history", "nightly", "--json").stdout)
+    assert [(h["status"], h["job_id"]) for h in history] == [("manual", job)]
+    assert run_awc(awc_env, "schedules", "pause", "nightly").returncode == 0
+    assert json.loads(run_awc(awc_env, "schedules", "list", "--json").stdout)[0]["paused"]
+    assert run_awc(awc_env, "schedules", "remove", "nightly").returncode == 0
+    for verb in ("remove", "pause", "resume", "trigger", "next", "history"):
+        gone = run_awc(awc_env, "schedules", verb, "nightly")
+        assert (gone.returncode, gone.stderr) == (1, "awc: schedule 'nightly' does not exist\n")
+
+
+SCHEDULES_TOML = """
+[schedules.nightly-report]
+cron = "0 3 * * *"
+timezone = "Europe/Berlin"
+kind = "report"
+payload = { format = "pdf" }
+overlap = "skip"
+
+[schedules.hourly]
+cron = "@hourly"
+kind = "noop"
+"""
+
+
+def test_sync_declares_schedules_idempotently_and_prunes(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    add(conn, Schedule("old", "0 0 * * *", "noop"))
+    path = tmp_path / "schedules.toml"
+    path.write_text(SCHEDULES_TOML)
+    done = run_awc(awc_env, "schedules", "sync", str(path))
+    assert json.loads(done.stdout) == {"created": 2, "updated": 0, "unchanged": 0, "removed": 0}
+    before = conn.execute("SELECT name, next_fire_at, updated_at FROM awc.schedules ORDER BY name"
+                          ).fetchall()
+    again = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
+    assert json.loads(again.stdout) == {"created": 0, "updated": 0, "unchanged": 2, "removed": 1}
+    after = conn.execute("SELECT name, next_fire_at, updated_at FROM awc.schedules ORDER BY name"
+                         ).fetchall()
+    assert after == [row for row in before if row[0] != "old"]
+    row = conn.execute("SELECT payload, overlap FROM awc.schedules WHERE name = 'nightly-report'"
+                       ).fetchone()
+    assert row == ({"format": "pdf"}, "skip")
+    path.write_text(SCHEDULES_TOML + '\n[schedules.bad]\ncron = "* * * * *"\nkind = "k"\n'
+                    'colour = "blue"\n')
+    bad = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
+    assert bad.returncode == 2 and "unknown key 'colour'" in bad.stderr
+    assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (2,)
+
+
+def test_sync_in_python_refuses_a_duplicate_or_bad_schedule_whole(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from tick.schedules import ScheduleError
+
+    with pytest.raises(ScheduleError):
+        sync(conn, [every_minute("a"), Schedule("b", "nope", "k")])
+    assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (0,)
+
+
+# -- exactly once under concurrent, killed ticks --------------------------------------------
+
+
+@pytest.mark.timeout(240)
+def test_concurrent_ticks_killed_at_random_fire_each_time_exactly_once(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    names = [f"s{n:02d}" for n in range(40)]
+    for n, name in enumerate(names):
+        add(conn, Schedule(name, f"*/{1 + n % 5} * * * *", "noop", missed="all",
+                           catchup_secs=86400 * 3, overlap="allow"))
+    # Simulated days: each schedule last fired between 1 and 3 days ago.
+    conn.execute("UPDATE awc.schedules SET next_fire_at = date_trunc('minute', now()) - "
+                 "make_interval(mins => 1440 + (abs(hashtext(name)) % 2880))")
+    since = dict(conn.execute("SELECT name, next_fire_at FROM awc.schedules").fetchall())
+    rng = random.Random(15)
+    env = {**awc_env, "AWC_TICK_MAX_JOBS": "1"}
+    for _ in range(6):  # rounds of four ticks, two of them killed at random
+        procs = [spawn(env, "tick") for _ in range(4)]
+        time.sleep(rng.uniform(0.5, 1.5))
+        for proc in rng.sample(procs, 2):
+            proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            proc.communicate(timeout=60)
+    for _ in range(200):  # then ticks until nothing is due
+        done = run_awc(env, "tick", "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        due = conn.execute("SELECT count(*) FROM awc.schedules WHERE next_fire_at <= now() "
+                           "- interval '1 minute'").fetchone()
+        if due == (0,):
+            break
+    checked_until = conn.execute("SELECT now() - interval '1 minute'").fetchone()[0]
+    for name in names:
+        cron = conn.execute("SELECT cron FROM awc.schedules WHERE name = %s", (name,)
+                            ).fetchone()[0]
+        expected = []
+        for instant in fires(cron, "UTC", since[name] - timedelta(microseconds=1)):
+            if instant > checked_until:
+                break
+            expected.append(instant)
+        rows = [r for r in ledger(conn, name) if r[0] <= checked_until]
+        assert [r[0] for r in rows] == expected, name  # one row per fire time, none missing
+        assert all(status == "enqueued" and job is not None for _, status, job in rows)
+    orphans = conn.execute(
+        "SELECT count(*) FROM awc.jobs j WHERE NOT EXISTS (SELECT 1 FROM awc.schedule_fires f "
+        "WHERE f.job_id = j.id)").fetchone()
+    assert orphans == (0,)  # at most one job per enqueued row, and no job without one
+    doubled = conn.execute("SELECT job_id FROM awc.schedule_fires WHERE job_id IS NOT NULL "
+                           "GROUP BY job_id HAVING count(*) > 1").fetchall()
+    assert doubled == []

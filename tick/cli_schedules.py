@@ -1,0 +1,169 @@
+"""`awc schedules …` (SPEC §15): declare, inspect and act on schedules.
+
+Operator commands: they never migrate (SPEC §3). A bad cron expression,
+time zone or option is a usage error (exit 2) naming it, and writes nothing;
+a schedule that does not exist is exit 1 naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tick.cli_queue import echo_json, operator_connection, table
+from tick.settings import load_settings
+
+# Where each field comes from on the command line.
+_OPTION = {"name": "NAME", "cron": "--cron", "kind": "--kind", "payload": "--payload",
+           "timezone": "--timezone", "queue": "--queue", "priority": "--priority",
+           "max_attempts": "--max-attempts", "missed": "--missed",
+           "catchup_secs": "--catchup-secs", "overlap": "--overlap"}
+LIST_COLUMNS = ("name", "cron", "timezone", "kind", "paused", "next_fire_at", "last_fire_at",
+                "last_job_state")
+HISTORY_COLUMNS = ("fire_at", "status", "job_id", "recorded_at")
+
+
+def _usage(error: Any, option: str | None = None) -> click.BadParameter:
+    return click.BadParameter(error.reason, param_hint=option or _OPTION.get(error.field,
+                                                                             error.field))
+
+
+@click.group("schedules")
+def schedules_group() -> None:
+    """Durable recurring jobs, fired by every tick."""
+
+
+@schedules_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def schedules_list(as_json: bool) -> None:
+    """Every schedule: cron, zone, kind, paused, next and last fire, last job's state."""
+    from tick.schedules import listing
+
+    with operator_connection(load_settings()) as conn:
+        rows = listing(conn)
+    if as_json:
+        echo_json(rows)
+    else:
+        click.echo(table(rows, LIST_COLUMNS))
+
+
+@schedules_group.command("add")
+@click.argument("name")
+@click.option("--cron", required=True, help="5 fields, or @hourly/@daily/@weekly/@monthly/@yearly.")
+@click.option("--kind", required=True, help="The kind of the jobs it enqueues.")
+@click.option("--payload", default="{}", show_default=True, help="Their payload, a JSON object.")
+@click.option("--timezone", default="UTC", show_default=True, help="An IANA time zone.")
+@click.option("--queue", default="default", show_default=True)
+@click.option("--priority", type=int, default=0, show_default=True)
+@click.option("--max-attempts", type=int, default=5, show_default=True)
+@click.option("--missed", type=click.Choice(["latest", "all"]), default="latest",
+              show_default=True, help="Catch up the newest missed fire, or each.")
+@click.option("--catchup-secs", type=int, default=3600, show_default=True,
+              help="Fires older than this are recorded missed, never enqueued.")
+@click.option("--overlap", type=click.Choice(["allow", "skip"]), default="allow",
+              show_default=True, help="skip: no fire while the last job is PENDING or RUNNING.")
+def schedules_add(name: str, cron: str, kind: str, payload: str, timezone: str, queue: str,
+                  priority: int, max_attempts: int, missed: str, catchup_secs: int,
+                  overlap: str) -> None:
+    """Create or replace schedule NAME."""
+    from tick.cli_queue import parse_payload
+    from tick.schedules import Schedule, ScheduleError, add
+
+    body = parse_payload(payload)
+    try:
+        schedule = Schedule(name, cron, kind, body, timezone, queue, priority, max_attempts,
+                            missed, catchup_secs, overlap).checked()
+    except ScheduleError as error:
+        raise _usage(error) from None
+    with operator_connection(load_settings()) as conn:
+        click.echo(f"schedule {name} {add(conn, schedule)}")
+
+
+_ACTS = {"remove": ("removed", "Remove schedule NAME (its ledger stays until pruned)."),
+         "pause": ("paused", "Pause schedule NAME: it fires nothing until resumed."),
+         "resume": ("resumed", "Resume schedule NAME from now (no catch-up).")}
+
+
+def _acting(verb: str) -> Any:
+    done, text = _ACTS[verb]
+
+    @schedules_group.command(verb, help=text)
+    @click.argument("name")
+    def command(name: str) -> None:
+        import tick.schedules as schedules
+
+        with operator_connection(load_settings()) as conn:
+            getattr(schedules, verb)(conn, name)
+        click.echo(f"schedule {name} {done}")
+
+    return command
+
+
+for _verb in _ACTS:
+    _acting(_verb)
+
+
+@schedules_group.command("trigger")
+@click.argument("name")
+def schedules_trigger(name: str) -> None:
+    """Enqueue one job of NAME now (recorded `manual`) and print its id."""
+    from tick.schedules import trigger
+
+    with operator_connection(load_settings()) as conn:
+        click.echo(trigger(conn, name))
+
+
+@schedules_group.command("next")
+@click.argument("name")
+@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
+def schedules_next(name: str, count: int) -> None:
+    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written."""
+    from tick.schedules import next_fires
+
+    with operator_connection(load_settings()) as conn:
+        instants = next_fires(conn, name, count)
+    for instant in instants:
+        click.echo(instant.isoformat())
+
+
+@schedules_group.command("history")
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def schedules_history(name: str, limit: int, as_json: bool) -> None:
+    """NAME's ledger: every recorded fire, newest first."""
+    from tick.schedules import history
+
+    with operator_connection(load_settings()) as conn:
+        rows = history(conn, name, limit)
+    if as_json:
+        echo_json(rows)
+    else:
+        click.echo(table(rows, HISTORY_COLUMNS))
+
+
+@schedules_group.command("sync")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--prune", is_flag=True, help="Remove the schedules the file does not name.")
+def schedules_sync(file: Path, prune: bool) -> None:
+    """Declare the [schedules.NAME] tables of a TOML FILE (idempotent)."""
+    from tick.schedules import ScheduleError, parse_toml, sync
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise click.BadParameter(f"cannot be read ({getattr(error, 'strerror', None) or error})",
+                                 param_hint="FILE") from None
+    try:
+        declared = parse_toml(text)
+    except ScheduleError as error:
+        raise click.BadParameter(f"{error.field}: {error.reason}", param_hint="FILE") from None
+    with operator_connection(load_settings()) as conn:
+        try:
+            done = sync(conn, declared, prune=prune)
+        except ScheduleError as error:
+            raise click.BadParameter(f"{error.field}: {error.reason}", param_hint="FILE") from None
+    click.echo(json.dumps({k: len(v) for k, v in done.items()}, sort_keys=True))

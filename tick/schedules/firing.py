@@ -1,0 +1,130 @@
+"""Firing (SPEC §15): a maintenance step of every tick that enqueues what is due.
+
+Each due schedule is taken with `FOR UPDATE SKIP LOCKED` in a transaction of
+its own. Its due fires are planned (`plan`, pure), then recorded in the
+ledger, each enqueued fire's job inserted, and `next_fire_at` advanced, all
+in one statement (`record_fires.sql`). A crash at any point rolls the whole
+schedule back, and the ledger's primary key allows one row per fire time, so
+any number of concurrent ticks enqueue each fire exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from tick.schedules.times import due_fires
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+Status = Literal["enqueued", "skipped", "missed", "overlap", "manual"]
+
+# Bounds of one call: schedules taken, fires enqueued per schedule (SPEC §15),
+# fires planned per schedule (missed ones included), and time.
+SCHEDULES_PER_CALL = 1000
+ENQUEUED_PER_SCHEDULE = 100
+PLANNED_PER_SCHEDULE = 1000
+BUDGET_SECS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A due schedule as firing needs it."""
+
+    name: str
+    cron: str
+    timezone: str
+    missed: str  # latest | all
+    catchup_secs: int
+    overlap: str  # allow | skip
+    next_fire_at: datetime
+    now: datetime
+    previous_job_state: str | None  # the state of its last fire's job
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to record for one schedule now."""
+
+    fires: list[tuple[datetime, Status]]
+    next_fire_at: datetime
+
+
+def plan(due: Due) -> Plan:
+    """The ledger rows of `due`'s fires in [next_fire_at, now], oldest first,
+    and where `next_fire_at` goes. Fires older than `now - catchup_secs` are
+    `missed`. Of the others, `all` enqueues each (at most 100 a call), and
+    `latest` enqueues the newest and skips the rest. With `overlap = skip`,
+    a fire while the previous job is PENDING or RUNNING is `overlap`."""
+    found, following = due_fires(due.cron, due.timezone, due.next_fire_at, due.now,
+                                 PLANNED_PER_SCHEDULE)
+    horizon = due.now - timedelta(seconds=due.catchup_secs)
+    missed = [f for f in found if f < horizon]
+    window = [f for f in found if f >= horizon]
+    complete = following > due.now  # every due fire is in `found`
+    rows: list[tuple[datetime, Status]] = [(f, "missed") for f in missed]
+    if due.missed == "all":
+        take, rest = window[:ENQUEUED_PER_SCHEDULE], window[ENQUEUED_PER_SCHEDULE:]
+        rows += [(f, "enqueued") for f in take]
+        if rest:  # the rest are for the next call
+            following = rest[0]
+    elif window:
+        newest = window[-1]
+        rows += [(f, "skipped") for f in window[:-1]]
+        # Only the newest due fire is enqueued: when more are due than one
+        # call plans, this one is not the newest and is skipped too.
+        rows.append((newest, "enqueued" if complete else "skipped"))
+    live = due.previous_job_state in ("PENDING", "RUNNING")
+    if due.overlap == "skip":
+        checked: list[tuple[datetime, Status]] = []
+        for fire_at, status in rows:
+            if status == "enqueued":
+                if live:
+                    status = "overlap"
+                live = True  # the job just planned is PENDING from now on
+            checked.append((fire_at, status))
+        rows = checked
+    return Plan(rows, following)
+
+
+@dataclass(slots=True)
+class Fired:
+    """What one firing call recorded."""
+
+    enqueued: int = 0
+    rows: list[tuple[str, datetime, str, int | None]] = field(default_factory=list)
+    lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
+
+
+def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS) -> Fired:
+    """Fire what is due, one schedule per transaction, within the bounds."""
+    done = Fired()
+    began = time.monotonic()
+    capped: list[str] = []
+    for _ in range(SCHEDULES_PER_CALL):
+        if time.monotonic() - began > budget_secs:
+            break
+        with conn.transaction():
+            row = conn.execute(sql("take_due_schedule"), {"capped": capped}).fetchone()
+            if row is None:
+                break
+            due = Due(*row)
+            todo = plan(due)
+            recorded = conn.execute(sql("record_fires"), {
+                "name": due.name,
+                "fire_ats": [f for f, _ in todo.fires],
+                "statuses": [s for _, s in todo.fires],
+                "next_fire_at": todo.next_fire_at,
+            }).fetchall()
+        if sum(1 for _, status in todo.fires if status == "enqueued") >= ENQUEUED_PER_SCHEDULE:
+            capped.append(due.name)
+        for fire_at, status, job_id in recorded:
+            done.rows.append((due.name, fire_at, status, job_id))
+            if status == "enqueued":
+                done.enqueued += 1
+                done.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)
+    return done

@@ -1,0 +1,9 @@
+-- Pause or resume a schedule (SPEC §15): a resumed schedule fires from now on,
+-- with no catch-up of what fell due while it was paused.
+UPDATE awc.schedules
+SET paused = %(paused)s,
+    next_fire_at = CASE WHEN paused AND NOT %(paused)s THEN %(next_fire_at)s
+                        ELSE next_fire_at END,
+    updated_at = now()
+WHERE name = %(name)s
+RETURNING name

@@ -286,3 +286,18 @@ def test_concurrent_ticks_killed_at_random_fire_each_time_exactly_once(
     doubled = conn.execute("SELECT job_id FROM awc.schedule_fires WHERE job_id IS NOT NULL "
                            "GROUP BY job_id HAVING count(*) > 1").fetchall()
     assert doubled == []
+
+
+def test_the_ledger_is_pruned_by_its_own_setting_never_by_job_pruning(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from tick.maintenance import prune
+
+    conn.execute("INSERT INTO awc.schedule_fires (schedule, fire_at, status, recorded_at) VALUES "
+                 "('old', now() - interval '40 days', 'missed', now() - interval '40 days'), "
+                 "('new', now() - interval '1 day', 'missed', now() - interval '1 day')")
+    prune(conn, 86400 * 365, force=True, ledger_after_secs=30 * 86400)
+    kept = conn.execute("SELECT schedule FROM awc.schedule_fires").fetchall()
+    assert kept == [("new",)]
+    prune(conn, 1, force=True)  # job pruning alone leaves the ledger be
+    assert conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone() == (1,)

@@ -133,7 +133,8 @@ def maintenance_tick(as_json: bool) -> None:
 
     settings = load_settings()
     with _connect(settings) as conn:
-        done = run_maintenance(conn, settings.prune_after_secs)
+        done = run_maintenance(conn, settings.prune_after_secs,
+                               schedule_history_secs=settings.schedule_history_secs)
     if done.fires:
         from tick.events import StreamEvents, report_fires
 

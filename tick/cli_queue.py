@@ -243,7 +243,8 @@ def prune_command() -> None:
     total = 0
     with operator_connection(settings) as conn:
         while True:
-            deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30)
+            deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30,
+                            ledger_after_secs=settings.schedule_history_secs)
             total += deleted
             if deleted == 0:
                 break

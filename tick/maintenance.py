@@ -25,6 +25,7 @@ RESCUE_LIMIT = 1000
 PRUNE_BATCH = 5000
 PRUNE_MAX_BATCHES = 20
 PRUNE_EVERY_SECS = 3600
+DEFAULT_SCHEDULE_HISTORY_SECS = 2592000  # AWC_SCHEDULE_HISTORY_SECS's default: 30 days
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,11 @@ def prune(
     *,
     force: bool = False,
     budget_secs: float = 5.0,
+    ledger_after_secs: float | None = None,
 ) -> int:
-    """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago.
+    """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago,
+    and schedule ledger rows recorded over `ledger_after_secs` ago (SPEC §15:
+    by their own setting, never by job pruning). Returns the jobs deleted.
 
     Runs at most once an hour across all processes (the mark in
     `awc.maintenance`), unless `force` (the operator's `awc prune`). A pass is
@@ -102,13 +106,27 @@ def prune(
                 break
             if time.monotonic() - started > budget_secs:
                 break
+        if finished and ledger_after_secs is not None:
+            finished = False
+            for _ in range(PRUNE_MAX_BATCHES):
+                cur = conn.execute(sql("prune_schedule_fires"),
+                                   {"after_secs": ledger_after_secs, "limit": PRUNE_BATCH})
+                if cur.rowcount < PRUNE_BATCH:
+                    finished = True
+                    break
+                if time.monotonic() - started > budget_secs:
+                    break
         if finished:
             conn.execute(sql("prune_done"))
     return deleted
 
 
 def run_maintenance(
-    conn: psycopg.Connection[Any], prune_after_secs: float, *, prune_budget_secs: float = 5.0
+    conn: psycopg.Connection[Any],
+    prune_after_secs: float,
+    *,
+    prune_budget_secs: float = 5.0,
+    schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
     when due."""
@@ -118,7 +136,8 @@ def run_maintenance(
         from tick.schedules.firing import fire_due
 
         fired = fire_due(conn)
-    pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs)
+    pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
+                   ledger_after_secs=schedule_history_secs)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,

@@ -91,7 +91,8 @@ def engine_for(
         worker_id=settings.worker_id,
         events=events,
         observer=observer,
-        maintenance=maintenance_for(settings.prune_after_secs) if maintenance else None,
+        maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs)
+        if maintenance else None,
     )
 
 

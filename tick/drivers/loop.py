@@ -67,7 +67,8 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) ->
             try:
                 if conn is None or conn.closed:
                     conn = connect(settings.dsn(), prepare=settings.db_prepare)
-                done = run_maintenance(conn, settings.prune_after_secs)
+                done = run_maintenance(conn, settings.prune_after_secs,
+                                       schedule_history_secs=settings.schedule_history_secs)
                 metrics.sample_queue(conn)
                 if done.fires:
                     report_fires(events, done)

@@ -22,7 +22,7 @@ from tick.engine.registry import MAX_LEASE_SECS, REGISTRY, Registry
 from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, SlotPool
 from tick.events import EventSink, JobEvent, NullEvents
-from tick.maintenance import MaintenanceResult, run_maintenance
+from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
 
 if TYPE_CHECKING:
     import psycopg
@@ -159,11 +159,15 @@ class Engine:
         return found
 
 
-def maintenance_for(prune_after_secs: float) -> Maintenance:
-    """The maintenance step a tick runs first: rescue, and prune when due."""
+def maintenance_for(
+    prune_after_secs: float, schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS
+) -> Maintenance:
+    """The maintenance step a tick runs first: rescue, fire due schedules,
+    and prune when due."""
 
     def step(conn: psycopg.Connection[Any]) -> MaintenanceResult:
-        return run_maintenance(conn, prune_after_secs)
+        return run_maintenance(conn, prune_after_secs,
+                               schedule_history_secs=schedule_history_secs)
 
     return step
 

@@ -74,6 +74,16 @@ def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
     return instant.astimezone(zone).replace(tzinfo=None)
 
 
+def _latest_wall(instant: datetime, zone: ZoneInfo) -> datetime:
+    """The latest wall time any instant up to `instant` showed. Unless the
+    offset changed within the look-back, that is `instant`'s own."""
+    back = instant - timedelta(minutes=_LOOKBACK_MINUTES)
+    if back.astimezone(zone).utcoffset() == instant.astimezone(zone).utcoffset():
+        return _wall(instant, zone)  # no change since (zones change at most once in hours)
+    return max(_wall(instant - timedelta(minutes=m), zone)
+               for m in range(_LOOKBACK_MINUTES + 1))
+
+
 def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]:
     """The fire instants strictly after `after` (an aware datetime), in
     order, as UTC datetimes; each wall time at most once."""
@@ -83,7 +93,7 @@ def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]
     cron = ALIASES.get(expression, expression)
     # The latest wall time any instant up to `after` showed: a repeated wall
     # time at or below it has fired already (or was due then).
-    seen = max(_wall(after - timedelta(minutes=m), zone) for m in range(_LOOKBACK_MINUTES + 1))
+    seen = _latest_wall(after, zone)
     for candidate in CronSim(cron, after.astimezone(zone)):
         wall = candidate.replace(tzinfo=None)
         instant = candidate.astimezone(UTC)

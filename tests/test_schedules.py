@@ -301,3 +301,26 @@ def test_the_ledger_is_pruned_by_its_own_setting_never_by_job_pruning(
     assert kept == [("new",)]
     prune(conn, 1, force=True)  # job pruning alone leaves the ledger be
     assert conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(("cron", "zone"), [("bogus", "UTC"), ("* * * * *", "Mars/Olympus"),
+                                              ("0 0 30 2 *", "UTC")])
+def test_a_schedule_written_past_the_checks_is_parked_and_the_others_fire(
+    conn: psycopg.Connection[Any], cron: str, zone: str
+) -> None:
+    add(conn, every_minute("good"))
+    backdate(conn, "good", 2)
+    conn.execute("INSERT INTO awc.schedules (name, cron, timezone, kind, next_fire_at) "
+                 "VALUES ('bad', %s, %s, 'report', now() - interval '1 hour')", (cron, zone))
+    report = tick(conn, registry=registry(), max_secs=30)
+    assert report.fired == 1 and report.stop_reason == "drained"
+    assert conn.execute("SELECT next_fire_at FROM awc.schedules WHERE name = 'bad'"
+                        ).fetchone() == (None,)
+    assert ledger(conn, "bad") == []
+    add(conn, Schedule("bad", "0 * * * *", "report"))  # an operator's fix starts it again
+    assert conn.execute("SELECT next_fire_at > now() FROM awc.schedules WHERE name = 'bad'"
+                        ).fetchone() == (True,)
+    conn.execute("UPDATE awc.schedules SET next_fire_at = NULL WHERE name = 'bad'")
+    assert add(conn, Schedule("bad", "0 * * * *", "report")) == "updated"  # same, yet parked
+    assert conn.execute("SELECT next_fire_at > now() FROM awc.schedules WHERE name = 'bad'"
+                        ).fetchone() == (True,)

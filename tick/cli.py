@@ -135,7 +135,7 @@ def maintenance_tick(as_json: bool) -> None:
     with _connect(settings) as conn:
         done = run_maintenance(conn, settings.prune_after_secs,
                                schedule_history_secs=settings.schedule_history_secs)
-    if done.fires:
+    if done.fires or done.parked:
         from tick.events import StreamEvents, report_fires
 
         report_fires(StreamEvents(settings.log_format), done)

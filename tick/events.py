@@ -182,3 +182,5 @@ def report_fires(sink: EventSink, done: Any) -> None:
     for schedule, fire_at, status, job_id in done.fires:
         sink.log("info", "schedule_fire", schedule=schedule, fire_at=fire_at.isoformat(),
                  status=status, job_id=job_id)
+    for schedule, why in done.parked:
+        sink.log("error", "schedule_unusable", schedule=schedule, error=why)

@@ -39,6 +39,7 @@ class MaintenanceResult:
     # Every ledger row this pass recorded: (schedule, fire_at, status, job_id).
     fires: tuple[tuple[str, Any, str, int | None], ...] = ()
     lags: tuple[tuple[str, float], ...] = ()  # schedule -> how late its last fire was
+    parked: tuple[tuple[str, str], ...] = ()  # schedules that could not be planned, and why
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
@@ -142,4 +143,4 @@ def run_maintenance(
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
-                             lags=tuple(fired.lags.items()))
+                             lags=tuple(fired.lags.items()), parked=tuple(fired.parked))

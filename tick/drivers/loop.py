@@ -70,7 +70,7 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) ->
                 done = run_maintenance(conn, settings.prune_after_secs,
                                        schedule_history_secs=settings.schedule_history_secs)
                 metrics.sample_queue(conn)
-                if done.fires:
+                if done.fires or done.parked:
                     report_fires(events, done)
                     metrics.schedules_fired(done.fires, done.lags)
                 if done.rescued or done.rescued_failed or done.pruned or done.fired:

@@ -190,7 +190,7 @@ class Coordinator:
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
         self.report.fired = done.fired
-        if done.fires:
+        if done.fires or done.parked:
             report_fires(self.e.events, done)
             self.e.observer.schedules_fired(done.fires, done.lags)
 

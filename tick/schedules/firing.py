@@ -98,6 +98,7 @@ class Fired:
     enqueued: int = 0
     rows: list[tuple[str, datetime, str, int | None]] = field(default_factory=list)
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
+    parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
 
 def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS) -> Fired:
@@ -113,7 +114,12 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS)
             if row is None:
                 break
             due = Due(*row)
-            todo = plan(due)
+            try:
+                todo = plan(due)
+            except Exception as error:  # a row written past add's checks
+                conn.execute(sql("park_schedule"), {"name": due.name})
+                done.parked.append((due.name, type(error).__name__))
+                continue
             recorded = conn.execute(sql("record_fires"), {
                 "name": due.name,
                 "fire_ats": [f for f, _ in todo.fires],

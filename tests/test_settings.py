@@ -29,7 +29,7 @@ def test_defaults_match_the_spec_table() -> None:
     assert (s.retention_grace_secs, s.gc_grace_secs, s.gc_batch_size, s.gc_canary_size) == (
         86400, 86400, 1000, 10)
     assert s.gc_dry_run is False and s.metrics_port is None and s.database_url is None
-    assert s.schedule_history_secs == 2592000  # SPEC §15
+    assert (s.schedule_history_secs, s.tick_history_secs) == (2592000, 604800)  # §15, §16
 
 
 def test_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:

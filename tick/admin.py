@@ -22,7 +22,10 @@ LIST_COLUMNS = (
 
 
 def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """`{"by_state", "by_kind", "oldest_ready_age_s", "dead_letters"}` (SPEC §7.4)."""
+    """`{"by_state", "by_kind", "oldest_ready_age_s", "dead_letters",
+    "last_ticks"}` (SPEC §7.4, §16)."""
+    from tick.history import last_ticks
+
     by_state: dict[str, int] = {}
     by_kind: dict[str, dict[str, int]] = {}
     for kind, state, count in conn.execute(sql("status_counts")).fetchall():
@@ -35,6 +38,7 @@ def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "by_kind": by_kind,
         "oldest_ready_age_s": age,
         "dead_letters": by_state.get("FAILED", 0),
+        "last_ticks": last_ticks(conn),
     }
 
 

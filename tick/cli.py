@@ -133,8 +133,16 @@ def maintenance_tick(as_json: bool) -> None:
 
     settings = load_settings()
     with _connect(settings) as conn:
+        from tick.engine.report import TickReport
+        from tick.history import TickStart, finish
+
         done = run_maintenance(conn, settings.prune_after_secs,
-                               schedule_history_secs=settings.schedule_history_secs)
+                               schedule_history_secs=settings.schedule_history_secs,
+                               tick_history_secs=settings.tick_history_secs,
+                               start=TickStart("maintenance", settings.worker_id))
+        if done.tick_id is not None:
+            finish(conn, done.tick_id, TickReport(rescued=done.rescued + done.rescued_failed,
+                                                  pruned=done.pruned, fired=done.fired))
     if done.fires or done.parked:
         from tick.events import StreamEvents, report_fires
 

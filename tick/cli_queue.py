@@ -74,11 +74,12 @@ _ENQUEUE_OPTIONS = {"kind": "KIND", "payload": "--payload", "max_attempts": "--m
 MAX_DELAY_SECS = 100 * 365 * 86400
 
 
-def _parse_run_at(text: str) -> datetime:
+def parse_run_at(text: str, option: str = "--run-at") -> datetime:
+    """An ISO 8601 instant (UTC if naive), or a usage error naming `option`."""
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter("is not an ISO 8601 instant", param_hint="--run-at") from None
+        raise click.BadParameter("is not an ISO 8601 instant", param_hint=option) from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -111,7 +112,7 @@ def enqueue_command(
     if delay is not None and not math.isfinite(delay):
         raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
     body = parse_payload(payload)
-    when = _parse_run_at(run_at) if run_at else None
+    when = parse_run_at(run_at) if run_at else None
     if delay is not None:
         when = datetime.now(UTC) + timedelta(seconds=delay)
     try:  # what the database would refuse is a usage error, before connecting
@@ -152,6 +153,37 @@ def status_command(as_json: bool) -> None:
     click.echo(f"dead letters: {data['dead_letters']}")
     for kind, counts in sorted(data["by_kind"].items()):
         click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+    for driver, last in sorted(data["last_ticks"].items()):
+        outcome = "failed: " + last["error"] if last["error"] else last["stop_reason"]
+        click.echo(f"last {driver} tick: {last['age_s']:.0f}s ago ({outcome})")
+
+
+TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claimed",
+                "completed", "retried", "failed", "fired", "stop_reason", "error")
+
+
+@click.command("ticks")
+@click.option("--driver", type=click.Choice(["tick", "loop", "lambda", "maintenance"]))
+@click.option("--since", help="Only ticks started at or after this ISO 8601 instant.")
+@click.option("--failed", is_flag=True, help="Only ticks that failed or died.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
+                  as_json: bool) -> None:
+    """Did it run? Every run of the engine, newest first; `died` marks a tick
+    killed before it finished (SPEC §16)."""
+    from tick.history import ticks
+
+    when = parse_run_at(since, "--since") if since else None
+    with operator_connection(load_settings()) as conn:
+        rows = ticks(conn, driver=driver, since=when, failed=failed, limit=limit)
+    if as_json:
+        echo_json(rows)
+        return
+    for row in rows:
+        if row["died"]:
+            row["finished_at"] = "died"
+    click.echo(table(rows, TICK_COLUMNS))
 
 
 @click.group("jobs")
@@ -253,4 +285,4 @@ def prune_command() -> None:
 
 
 COMMANDS = [enqueue_command, status_command, jobs_group, retry_command, cancel_command,
-            prune_command]
+            prune_command, ticks_command]

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.history import NO_START, TickStart
 from tick.statements import sql
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class MaintenanceResult:
     fires: tuple[tuple[str, Any, str, int | None], ...] = ()
     lags: tuple[tuple[str, float], ...] = ()  # schedule -> how late its last fire was
     parked: tuple[tuple[str, str], ...] = ()  # schedules that could not be planned, and why
+    tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
@@ -53,22 +55,27 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
     Returns (rescued to PENDING, moved to FAILED); (0, 0) when another process
     holds the rescue lock.
     """
-    rescued, failed, _ = _rescue(conn, limit)
+    rescued, failed, _, _ = _rescue(conn, limit, None)
     return rescued, failed
 
 
-def _rescue(conn: psycopg.Connection[Any], limit: int) -> tuple[int, int, bool]:
-    """`rescue`, and whether a schedule is due: asked in the lock's own
-    statement, so a tick pays no extra round trip for schedules (SPEC §15)."""
+def _rescue(
+    conn: psycopg.Connection[Any], limit: int, start: TickStart | None
+) -> tuple[int, int, bool, int | None]:
+    """`rescue`, whether a schedule is due, and the id of the history row
+    inserted for `start`: all asked in the lock's own statement, so a tick
+    pays no extra round trip for schedules or history (SPEC §15, §16)."""
+    params = {"key": RESCUE_LOCK_KEY, **(start.params() if start else NO_START)}
     with conn.transaction():
-        row = conn.execute(sql("rescue_lock"), {"key": RESCUE_LOCK_KEY}).fetchone()
-        locked, due = (bool(row[0]), bool(row[1])) if row else (False, False)
+        row = conn.execute(sql("rescue_lock"), params).fetchone()
+        locked, due, tick_id = (bool(row[0]), bool(row[1]), row[2]) if row else (
+            False, False, None)
         if not locked:
-            return 0, 0, due
+            return 0, 0, due, tick_id
         conn.execute(sql("pin_plans"))
         rows = conn.execute(sql("rescue_jobs"), {"limit": limit}).fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
-    return len(rows) - failed, failed, due
+    return len(rows) - failed, failed, due, tick_id
 
 
 def prune(
@@ -78,6 +85,7 @@ def prune(
     force: bool = False,
     budget_secs: float = 5.0,
     ledger_after_secs: float | None = None,
+    ticks_after_secs: float | None = None,
 ) -> int:
     """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago,
     and schedule ledger rows recorded over `ledger_after_secs` ago (SPEC §15:
@@ -107,11 +115,14 @@ def prune(
                 break
             if time.monotonic() - started > budget_secs:
                 break
-        if finished and ledger_after_secs is not None:
+        # The ledgers, each by its own setting, never by job pruning (§15, §16).
+        for statement, after in (("prune_schedule_fires", ledger_after_secs),
+                                 ("prune_ticks", ticks_after_secs)):
+            if not finished or after is None:
+                continue
             finished = False
             for _ in range(PRUNE_MAX_BATCHES):
-                cur = conn.execute(sql("prune_schedule_fires"),
-                                   {"after_secs": ledger_after_secs, "limit": PRUNE_BATCH})
+                cur = conn.execute(sql(statement), {"after_secs": after, "limit": PRUNE_BATCH})
                 if cur.rowcount < PRUNE_BATCH:
                     finished = True
                     break
@@ -128,19 +139,23 @@ def run_maintenance(
     *,
     prune_budget_secs: float = 5.0,
     schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
+    tick_history_secs: float | None = None,
+    start: TickStart | None = None,
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
     when due."""
-    rescued, rescued_failed, due = _rescue(conn, RESCUE_LIMIT)
+    rescued, rescued_failed, due, tick_id = _rescue(conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
 
         fired = fire_due(conn)
     pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
-                   ledger_after_secs=schedule_history_secs)
+                   ledger_after_secs=schedule_history_secs, ticks_after_secs=tick_history_secs)
     if fired is None:
-        return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned)
+        return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
+                                 tick_id=tick_id)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
-                             lags=tuple(fired.lags.items()), parked=tuple(fired.parked))
+                             lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
+                             tick_id=tick_id)

@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     s3_region: str | None = None
     s3_force_path_style: Flag = False
     schedule_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 2592000
+    tick_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
 
     @field_validator(
         "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",

@@ -23,7 +23,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from tick.drivers.compose import engine_for, tick_spec
+from tick.drivers.compose import engine_for, record_failure, tick_spec
 from tick.engine.api import Engine
 from tick.engine.outcomes import LEVEL
 from tick.engine.report import TickReport
@@ -315,14 +315,19 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
                                  connect=lambda: WARM.current(settings))
     engine = WARM.engine
     engine.observer = observer
+    # The history row names the invocation: the scheduler's execution id, or
+    # the request id (SPEC §16).
+    request = getattr(context, "aws_request_id", None)
     spec = tick_spec(settings, deadline=deadline, max_jobs=parsed.max_jobs,
-                     kinds=parsed.kinds, queues=parsed.queues)
+                     kinds=parsed.kinds, queues=parsed.queues, driver="lambda",
+                     correlation_id=correlation or (str(request) if request else None))
     try:
         report = engine.run(spec)
-    except DatabaseError:
+    except DatabaseError as error:
         observer.api_error("database")
         observer.publish()
         WARM.drop()
+        record_failure(settings, spec.history, engine.last_tick_id, error)
         raise
     _publish(report, observer)
     logger.info("tick", extra={"event": "tick", "driver": "lambda", **report.as_dict()})

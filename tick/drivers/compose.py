@@ -15,6 +15,7 @@ from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
 from tick.engine.registry import import_handler_modules
 from tick.engine.report import TickReport
 from tick.events import EventSink
+from tick.history import TickStart, wall_deadline
 from tick.migrate import migrate, require_current
 from tick.settings import Settings
 
@@ -91,8 +92,8 @@ def engine_for(
         worker_id=settings.worker_id,
         events=events,
         observer=observer,
-        maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs)
-        if maintenance else None,
+        maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
+                                    settings.tick_history_secs) if maintenance else None,
     )
 
 
@@ -103,9 +104,15 @@ def tick_spec(
     max_jobs: int | None = None,
     kinds: list[str] | None = None,
     queues: list[str] | None = None,
+    driver: str | None = None,
+    correlation_id: str | None = None,
 ) -> RunSpec:
-    """One tick's bounds from the settings (`awc tick`, the Lambda, the demo)."""
+    """One tick's bounds from the settings (`awc tick`, the Lambda, the demo);
+    with a `driver`, the tick has its row in the history (SPEC §16)."""
+    history = None if driver is None else TickStart(
+        driver, settings.worker_id, correlation_id, wall_deadline(deadline))
     return RunSpec(
+        history=history,
         max_jobs=max_jobs or settings.tick_max_jobs,
         deadline=deadline,
         concurrency=settings.worker_concurrency,
@@ -134,3 +141,23 @@ def loop_spec(
         kinds=kinds or None,
         queues=queues or None,
     )
+
+
+def record_failure(settings: Settings, start: TickStart | None, tick_id: int | None,
+                   error: BaseException) -> None:
+    """A failed tick's history (SPEC §16): its row completed with the `awc:`
+    line, or a whole row when it failed before it had one. On a connection of
+    its own, since the tick's may be the thing that broke; best effort."""
+    import contextlib
+
+    from tick.history import finish, record
+
+    if start is None:
+        return
+    with contextlib.suppress(Exception), connect(settings.dsn(),
+                                                 prepare=settings.db_prepare) as conn:
+        message = f"awc: {error}"[:1000]
+        if tick_id is not None:
+            finish(conn, tick_id, None, message)
+        else:
+            record(conn, start, None, error=message)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tick.db import connect
@@ -20,6 +22,7 @@ from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.report import TickReport
 from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents, report_fires
+from tick.history import TickStart, finish, record
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
 from tick.settings import Settings
@@ -57,18 +60,33 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
     return part
 
 
-def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink) -> Any:
-    """Rescue and prune every `AWC_MAINTENANCE_INTERVAL_SECS`, on its own
-    connection, and refresh the queue gauges."""
+def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
+                     driver: str, busy: Callable[[], int] | None = None) -> Any:
+    """Rescue, fire due schedules and prune every
+    `AWC_MAINTENANCE_INTERVAL_SECS`, on its own connection, and refresh the
+    queue gauges. Each pass is a row of the history under `driver` (SPEC
+    §16); for the loop only while idle (`busy` counts its busy stretches,
+    which have rows of their own)."""
 
     def part(stop: threading.Event) -> None:
         conn = None
+        stretches = busy() if busy else 0
         while not stop.is_set():
             try:
                 if conn is None or conn.closed:
                     conn = connect(settings.dsn(), prepare=settings.db_prepare)
+                now_busy = busy() if busy else 0
+                idle = now_busy == stretches
+                stretches = now_busy
+                start = TickStart(driver, settings.worker_id) if idle else None
                 done = run_maintenance(conn, settings.prune_after_secs,
-                                       schedule_history_secs=settings.schedule_history_secs)
+                                       schedule_history_secs=settings.schedule_history_secs,
+                                       tick_history_secs=settings.tick_history_secs,
+                                       start=start)
+                if done.tick_id is not None:
+                    finish(conn, done.tick_id, TickReport(
+                        rescued=done.rescued + done.rescued_failed, pruned=done.pruned,
+                        fired=done.fired))
                 metrics.sample_queue(conn)
                 if done.fires or done.parked:
                     report_fires(events, done)
@@ -148,9 +166,18 @@ def run_loop(
     if on_engine is not None:
         on_engine(engine)
 
+    stretches = [0]
+
     def report(tick: TickReport) -> None:
+        """A busy stretch ended: its metrics, its event, its history row."""
         metrics.tick_finished("loop", tick.duration_s, ok=True)
         events.log("info", "tick", driver="loop", **tick.as_dict())
+        stretches[0] += 1
+        try:  # on the engine's connection, between its round trips
+            record(engine.conn, TickStart("loop", settings.worker_id), tick,
+                   started_at=datetime.now(UTC) - timedelta(seconds=tick.duration_s))
+        except Exception as error:
+            events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     spec = loop_spec(settings, on_report=report, kinds=kinds, queues=queues)
 
@@ -167,7 +194,8 @@ def run_loop(
 
     supervisor.add("tick-runner", tick_runner)
     supervisor.add("listener", listener_part(settings, engine, metrics, events))
-    supervisor.add("maintenance", maintenance_part(settings, metrics, events))
+    supervisor.add("maintenance", maintenance_part(settings, metrics, events, driver="loop",
+                                                   busy=lambda: stretches[0]))
     if serve_metrics is not None:
         supervisor.add("metrics-server", serve_metrics)
     events.log("info", "loop_started", worker_id=settings.worker_id,
@@ -186,7 +214,8 @@ def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
     supervisor = Supervisor(stop, events=events)
     serve_metrics = (metrics_part(settings, supervisor, metrics, events)
                      if settings.metrics_port is not None else None)
-    supervisor.add("maintenance", maintenance_part(settings, metrics, events))
+    supervisor.add("maintenance", maintenance_part(settings, metrics, events,
+                                                   driver="maintenance"))
     if serve_metrics is not None:
         supervisor.add("metrics-server", serve_metrics)
     stop.wait()

@@ -7,7 +7,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tick.drivers.compose import engine_for, open_database, prepare_handlers, tick_spec
+from tick.drivers.compose import (
+    engine_for,
+    open_database,
+    prepare_handlers,
+    record_failure,
+    tick_spec,
+)
 from tick.engine.api import Engine
 from tick.engine.report import TickReport
 from tick.errors import AwcError
@@ -88,8 +94,12 @@ def _tick(
                             observer=metrics)
         if on_engine is not None:
             on_engine(engine)
-        spec = tick_spec(settings, deadline=deadline, kinds=kinds, queues=queues)
-        report = engine.run(spec, stop)
+        spec = tick_spec(settings, deadline=deadline, kinds=kinds, queues=queues, driver="tick")
+        try:
+            report = engine.run(spec, stop)
+        except AwcError as error:
+            record_failure(settings, spec.history, engine.last_tick_id, error)
+            raise
         if metrics is not None:
             metrics.sample_queue(engine.conn)  # what is left for the next tick
         return report

@@ -22,13 +22,15 @@ from tick.engine.registry import MAX_LEASE_SECS, REGISTRY, Registry
 from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, SlotPool
 from tick.events import EventSink, JobEvent, NullEvents
+from tick.history import TickStart
 from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
 
 if TYPE_CHECKING:
     import psycopg
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
-Maintenance = Callable[["psycopg.Connection[Any]"], MaintenanceResult]
+# A maintenance pass; given a TickStart, it also inserts the tick's history row.
+Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None"], MaintenanceResult]
 
 
 class Observer(Protocol):
@@ -76,6 +78,8 @@ class RunSpec:
     continuous: bool = False
     poll_interval_s: float = 1.0
     on_report: Callable[[TickReport], None] | None = None
+    # Who runs this tick, for its row in awc.ticks (SPEC §16); None: no row.
+    history: TickStart | None = None
 
     def __post_init__(self) -> None:
         # Bounds as SPEC §2 gives them: a lease PostgreSQL cannot add to now()
@@ -113,6 +117,7 @@ class Engine:
         self.outbox: SimpleQueue[Any] = SimpleQueue()  # slots -> coordinator
         self.pool = SlotPool(self.outbox)
         self._jitters: dict[str, Jitter] = {}
+        self.last_tick_id: int | None = None  # the history row of the last run, if any
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -146,6 +151,7 @@ class Engine:
         from tick.engine.coordinator import Coordinator
 
         self.pool.resize(spec.concurrency)
+        self.last_tick_id = None
         return Coordinator(self, spec, stop or threading.Event()).run()
 
     def slot_name(self, n: int) -> str:
@@ -160,14 +166,17 @@ class Engine:
 
 
 def maintenance_for(
-    prune_after_secs: float, schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS
+    prune_after_secs: float,
+    schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
+    tick_history_secs: float | None = None,
 ) -> Maintenance:
     """The maintenance step a tick runs first: rescue, fire due schedules,
     and prune when due."""
 
-    def step(conn: psycopg.Connection[Any]) -> MaintenanceResult:
+    def step(conn: psycopg.Connection[Any], start: TickStart | None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
-                               schedule_history_secs=schedule_history_secs)
+                               schedule_history_secs=schedule_history_secs,
+                               tick_history_secs=tick_history_secs, start=start)
 
     return step
 

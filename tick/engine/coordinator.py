@@ -65,6 +65,7 @@ class Coordinator:
         self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
+        self.tick_id: int | None = None  # this run's history row (SPEC §16), if any
 
     # -- the loop -------------------------------------------------------------
 
@@ -87,7 +88,20 @@ class Coordinator:
             raise
         self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
         self.report.duration_s = time.monotonic() - self.began
+        self._finish_history()
         return self.report
+
+    def _finish_history(self) -> None:
+        """Complete this tick's history row: once, after the hot path. The
+        jobs are recorded already, so a failure here is a warning only."""
+        if self.tick_id is None:
+            return
+        from tick.history import finish
+
+        try:
+            finish(self.e.conn, self.tick_id, self.report)
+        except Exception as error:
+            self.e.events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def _step(self) -> bool:
         """One turn; False when the run is over."""
@@ -182,11 +196,12 @@ class Coordinator:
         if maintenance is None:
             return
         try:
-            done = maintenance(self.e.conn)
+            done = maintenance(self.e.conn, self.spec.history)
         except DatabaseError:
             raise
         except Exception as error:
             raise _db_error(error, "maintenance", self.e.conn) from None
+        self.tick_id = self.e.last_tick_id = done.tick_id
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
         self.report.fired = done.fired

@@ -1,6 +1,13 @@
--- Take the rescue step's lock for this transaction (SPEC §7.3), and say
--- whether any schedule is due (SPEC §15). The check rides in a statement
--- every tick sends anyway, so a tick with nothing due pays no round trip for
--- schedules; it reads one entry of schedules_due_idx at most.
+-- Take the rescue step's lock for this transaction (SPEC §7.3), say whether
+-- any schedule is due (SPEC §15), and, when a driver names itself, insert
+-- this tick's row of the history (SPEC §16). All ride in a statement every
+-- tick sends anyway: a tick pays no round trip for schedules or history.
+WITH started AS (
+    INSERT INTO awc.ticks (driver, worker_id, correlation_id, deadline_at)
+    SELECT %(driver)s, %(worker_id)s, %(correlation_id)s, %(deadline_at)s
+    WHERE %(driver)s::text IS NOT NULL
+    RETURNING id
+)
 SELECT pg_try_advisory_xact_lock(%(key)s::bigint),
-       EXISTS (SELECT 1 FROM awc.schedules WHERE NOT paused AND next_fire_at <= now())
+       EXISTS (SELECT 1 FROM awc.schedules WHERE NOT paused AND next_fire_at <= now()),
+       (SELECT id FROM started)

@@ -1,0 +1,151 @@
+"""SPEC §16: every run of the engine has a row in awc.ticks: a tick, a loop's
+busy stretch or idle interval, a Lambda invocation, a maintenance pass; a
+failed one carries its `awc:` line, one killed before it finished is `died`."""
+
+from __future__ import annotations
+
+import json
+import signal
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import run_awc, spawn, wait_for
+from tick.producer import enqueue, enqueue_many
+
+
+def rows(conn: psycopg.Connection[Any], driver: str | None = None) -> list[dict[str, Any]]:
+    cur = conn.execute("SELECT * FROM awc.ticks WHERE %(d)s::text IS NULL OR driver = %(d)s "
+                       "ORDER BY id", {"d": driver})
+    columns = [c.name for c in cur.description or ()]
+    return [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
+
+
+def test_a_tick_records_its_row_with_its_report(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    enqueue_many(conn, [{"kind": "noop"}] * 3 + [{"kind": "fail"}])
+    done = run_awc({**awc_env, "AWC_WORKER_ID": "host-7"}, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (row,) = rows(conn)
+    assert (row["driver"], row["worker_id"], row["error"]) == ("tick", "host-7", None)
+    assert row["finished_at"] is not None and row["finished_at"] >= row["started_at"]
+    assert timedelta(seconds=50) < row["deadline_at"] - row["started_at"] < timedelta(seconds=60)
+    for key in ("claimed", "completed", "failed", "retried", "rescued", "pruned", "fired",
+                "stop_reason"):
+        assert row[key] == report[key], key
+
+
+def test_a_tick_that_fails_records_its_awc_line(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    conn.execute("""
+        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'claims are refused here'; END $$;
+        CREATE TRIGGER refuse_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
+        WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION refuse_claims();
+    """)
+    enqueue(conn, "noop")
+    done = run_awc(awc_env, "tick")
+    assert done.returncode == 1
+    (row,) = rows(conn)
+    assert row["finished_at"] is not None
+    assert row["error"] == done.stderr.strip().splitlines()[-1]
+    assert row["error"].startswith("awc: ") and "RaiseException" in row["error"]
+
+
+def test_awc_ticks_marks_the_died_and_filters(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    assert run_awc(awc_env, "tick").returncode == 0
+    conn.execute(
+        "INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at) VALUES "
+        "('lambda', 'w', now() - interval '2 hours', now() - interval '2 hours' + "
+        "interval '50 seconds'), "  # killed: never finished, its deadline long past
+        "('tick', 'w', now(), now() + interval '55 seconds')")  # still running
+    listed = json.loads(run_awc(awc_env, "ticks", "--json").stdout)
+    assert [t["died"] for t in listed] == [False, False, True]  # newest first
+    assert {"id", "driver", "worker_id", "correlation_id", "started_at", "finished_at",
+            "deadline_at", "claimed", "fired", "stop_reason", "error", "died"} <= set(listed[0])
+    failed = json.loads(run_awc(awc_env, "ticks", "--failed", "--json").stdout)
+    assert [(t["driver"], t["died"]) for t in failed] == [("lambda", True)]
+    only = json.loads(run_awc(awc_env, "ticks", "--driver", "lambda", "--json").stdout)
+    assert [t["driver"] for t in only] == ["lambda"]
+    since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    recent = json.loads(run_awc(awc_env, "ticks", "--since", since, "--json").stdout)
+    assert len(recent) == 2
+    text = run_awc(awc_env, "ticks").stdout
+    assert "died" in text.splitlines()[-1]
+    bad = run_awc(awc_env, "ticks", "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr
+
+
+def test_status_shows_the_last_finished_tick_of_each_driver(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    assert run_awc(awc_env, "tick").returncode == 0
+    assert run_awc(awc_env, "maintenance", "tick").returncode == 0
+    status = json.loads(run_awc(awc_env, "status", "--json").stdout)
+    assert set(status["last_ticks"]) == {"tick", "maintenance"}
+    last = status["last_ticks"]["tick"]
+    assert last["error"] is None and last["stop_reason"] == "drained" and last["age_s"] < 60
+    assert "last tick tick:" in run_awc(awc_env, "status").stdout
+
+
+def test_a_lambda_invocation_is_named_by_its_scheduler_execution(
+    db_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import tick.drivers.aws_lambda as module
+    from tests.test_lambda import SCHEDULER_EVENT, Context
+
+    for name in list(os.environ):
+        if name.startswith("AWC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("AWC_CAS_URL", "memory://")
+    monkeypatch.setenv("AWC_HANDLER_MODULES", "tests.kinds")
+    monkeypatch.setenv("AWC_LAMBDA_MARGIN_SECS", "2")
+    module.WARM = module.Warm()
+    try:
+        enqueue(conn, "noop")
+        report = module.handler(SCHEDULER_EVENT, Context(10))
+    finally:
+        module.WARM.drop()
+        module.WARM = module.Warm()
+    (row,) = rows(conn, "lambda")
+    assert row["correlation_id"] == SCHEDULER_EVENT["execution_id"]
+    assert (row["completed"], row["stop_reason"]) == (report["completed"], report["stop_reason"])
+
+
+def test_the_loop_records_busy_stretches_and_idle_intervals(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    proc = spawn({**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "1"}, "loop")
+    try:
+        wait_for(lambda: rows(conn, "loop"), timeout=30, what="an idle interval's row")
+        job = enqueue(conn, "noop")
+        wait_for(lambda: any(r["completed"] for r in rows(conn, "loop")), timeout=30,
+                 what="the busy stretch's row")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    loop_rows = rows(conn, "loop")
+    busy = [r for r in loop_rows if r["claimed"]]
+    assert busy and busy[0]["completed"] == 1 and busy[0]["finished_at"] is not None
+    assert all(r["finished_at"] is not None for r in loop_rows)
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() \
+        == ("COMPLETED",)
+
+
+def test_the_history_is_pruned_by_its_own_setting(conn: psycopg.Connection[Any]) -> None:
+    from tick.maintenance import prune
+
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at) VALUES "
+                 "('tick', 'old', now() - interval '10 days'), ('tick', 'new', now())")
+    prune(conn, 86400 * 365, force=True, ticks_after_secs=7 * 86400)
+    assert [r["worker_id"] for r in rows(conn)] == ["new"]

@@ -147,3 +147,22 @@ def env(db_url: str, store: Any, conn: psycopg.Connection[Any]) -> Iterator[Any]
     ensure_tenant(conn, TENANT)
     yield store
     runtime().close()
+
+
+@pytest.fixture
+def lam(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The Lambda module with a fresh warm state, pointed at the test database."""
+    import tick.drivers.aws_lambda as module
+
+    for name in list(os.environ):
+        if name.startswith("AWC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("AWC_CAS_URL", "memory://")
+    monkeypatch.setenv("AWC_HANDLER_MODULES", "tests.kinds")
+    monkeypatch.setenv("AWC_LAMBDA_MARGIN_SECS", "2")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "awc")
+    module.WARM = module.Warm()
+    yield module
+    module.WARM.drop()
+    module.WARM = module.Warm()

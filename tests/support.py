@@ -65,6 +65,17 @@ def backdate(store: Any, digests: list[str], tenant: str = TENANT) -> None:
         store.set_modified(tenant, digest, when)
 
 
+def refuse_claims(conn: psycopg.Connection[Any]) -> None:
+    """Make every claim a statement the server refuses (a trigger raising on
+    RUNNING): a permanent error, not a lost connection."""
+    conn.execute("""
+        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'claims are refused here'; END $$;
+        CREATE TRIGGER refuse_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
+        WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION refuse_claims();
+    """)
+
+
 def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:
     """Run one tick of every registered kind until done (enqueue, drain, assert)."""
     from tick import tick

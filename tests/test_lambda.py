@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -57,25 +56,6 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return int((self._end - time.monotonic()) * 1000)
-
-
-@pytest.fixture
-def lam(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The Lambda module with a fresh warm state, pointed at the test database."""
-    import tick.drivers.aws_lambda as module
-
-    for name in list(os.environ):
-        if name.startswith("AWC_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("AWC_CAS_URL", "memory://")
-    monkeypatch.setenv("AWC_HANDLER_MODULES", "tests.kinds")
-    monkeypatch.setenv("AWC_LAMBDA_MARGIN_SECS", "2")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "awc")
-    module.WARM = module.Warm()
-    yield module
-    module.WARM.drop()
-    module.WARM = module.Warm()
 
 
 @pytest.mark.parametrize("event", [SCHEDULER_EVENT, CLASSIC_EVENT, {}],

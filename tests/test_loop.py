@@ -19,7 +19,17 @@ import psycopg
 import pytest
 
 from tests.kinds import LEDGER_DDL
-from tests.support import ROOT, free_port, http_get, http_up, job_row, run_awc, spawn, wait_for
+from tests.support import (
+    ROOT,
+    free_port,
+    http_get,
+    http_up,
+    job_row,
+    refuse_claims,
+    run_awc,
+    spawn,
+    wait_for,
+)
 from tick.db import connect
 from tick.maintenance import PRUNE_LOCK_KEY
 from tick.producer import enqueue, enqueue_many
@@ -233,12 +243,7 @@ def test_a_statement_the_server_always_refuses_is_not_resent_forever(
 ) -> None:
     # SPEC §4.2: a permanent statement error is never taken for a lost
     # connection; the part that cannot progress is reported dead on /readyz.
-    conn.execute("""
-        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'claims are refused here'; END $$;
-        CREATE TRIGGER refuse_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
-        WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION refuse_claims();
-    """)
+    refuse_claims(conn)
     enqueue(conn, "noop")
     port = free_port()
     proc = spawn({**awc_env, "AWC_METRICS_PORT": str(port)}, "loop")

@@ -10,9 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
-from tests.support import run_awc, spawn, wait_for
+from tests.support import refuse_claims, run_awc, spawn, wait_for
 from tick.producer import enqueue, enqueue_many
 
 
@@ -42,12 +41,7 @@ def test_a_tick_records_its_row_with_its_report(
 def test_a_tick_that_fails_records_its_awc_line(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:
-    conn.execute("""
-        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'claims are refused here'; END $$;
-        CREATE TRIGGER refuse_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
-        WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION refuse_claims();
-    """)
+    refuse_claims(conn)
     enqueue(conn, "noop")
     done = run_awc(awc_env, "tick")
     assert done.returncode == 1
@@ -96,27 +90,12 @@ def test_status_shows_the_last_finished_tick_of_each_driver(
 
 
 def test_a_lambda_invocation_is_named_by_its_scheduler_execution(
-    db_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    lam: Any, conn: psycopg.Connection[Any]
 ) -> None:
-    import os
-
-    import tick.drivers.aws_lambda as module
     from tests.test_lambda import SCHEDULER_EVENT, Context
 
-    for name in list(os.environ):
-        if name.startswith("AWC_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("AWC_CAS_URL", "memory://")
-    monkeypatch.setenv("AWC_HANDLER_MODULES", "tests.kinds")
-    monkeypatch.setenv("AWC_LAMBDA_MARGIN_SECS", "2")
-    module.WARM = module.Warm()
-    try:
-        enqueue(conn, "noop")
-        report = module.handler(SCHEDULER_EVENT, Context(10))
-    finally:
-        module.WARM.drop()
-        module.WARM = module.Warm()
+    enqueue(conn, "noop")
+    report = lam.handler(SCHEDULER_EVENT, Context(10))
     (row,) = rows(conn, "lambda")
     assert row["correlation_id"] == SCHEDULER_EVENT["execution_id"]
     assert (row["completed"], row["stop_reason"]) == (report["completed"], report["stop_reason"])

@@ -95,9 +95,9 @@ def _seed(conn: Any, store: Any, tenant: str, queue: str) -> dict[str, Any]:
 
 
 def _blob_digest(text: str) -> str:
-    import hashlib
+    from tick.handlers.stores.base import digest_of
 
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return str(digest_of(text.encode()))
 
 
 def _enqueue_all(conn: Any, seeded: dict[str, Any], tenant: str, queue: str,

@@ -327,7 +327,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         observer.api_error("database")
         observer.publish()
         WARM.drop()
-        record_failure(settings, spec.history, engine.last_tick_id, error)
+        record_failure(settings, spec.history, engine.last_tick_id, error,
+                       dsn=lambda: _dsn(settings))
         raise
     _publish(report, observer)
     logger.info("tick", extra={"event": "tick", "driver": "lambda", **report.as_dict()})

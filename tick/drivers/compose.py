@@ -144,17 +144,19 @@ def loop_spec(
 
 
 def record_failure(settings: Settings, start: TickStart | None, tick_id: int | None,
-                   error: BaseException) -> None:
+                   error: BaseException, dsn: Callable[[], str] | None = None) -> None:
     """A failed tick's history (SPEC §16): its row completed with the `awc:`
     line, or a whole row when it failed before it had one. On a connection of
-    its own, since the tick's may be the thing that broke; best effort."""
+    its own, since the tick's may be the thing that broke; best effort. `dsn`
+    gives the connection string when it is not `DATABASE_URL` (the Lambda's
+    secret)."""
     import contextlib
 
     from tick.history import finish, record
 
     if start is None:
         return
-    with contextlib.suppress(Exception), connect(settings.dsn(),
+    with contextlib.suppress(Exception), connect((dsn or settings.dsn)(),
                                                  prepare=settings.db_prepare) as conn:
         message = f"awc: {error}"[:1000]
         if tick_id is not None:

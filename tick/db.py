@@ -133,6 +133,15 @@ def database_error(
     return DatabaseError(f"{doing}: {kind}: {detail}", connection_lost=connection_lost(conn))
 
 
+def as_database_error(
+    error: BaseException, doing: str, conn: psycopg.Connection[Any] | None
+) -> DatabaseError:
+    """`error` as a `DatabaseError` (unchanged if it is one already)."""
+    if isinstance(error, DatabaseError):
+        return error
+    return database_error(error, None, doing, conn)
+
+
 def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
     """Open an autocommit connection with awc's timeouts.
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from tick.engine.report import TickReport
+    from tick.events import EventSink
 
 COUNTS = ("claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
           "rescued", "pruned", "fired")
@@ -64,6 +65,16 @@ def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | Non
            error: str | None = None) -> None:
     """Complete the tick's row with its report, or its error."""
     conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, **_counts(report)})
+
+
+def finish_quietly(conn: psycopg.Connection[Any], tick_id: int, report: TickReport,
+                   events: EventSink) -> None:
+    """`finish`, as the end of a run does it: the jobs are recorded already,
+    so a failure here is a warning event, never the run's failure."""
+    try:
+        finish(conn, tick_id, report)
+    except Exception as error:
+        events.log("warning", "tick_history_failed", error=type(error).__name__)
 
 
 def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport | None,

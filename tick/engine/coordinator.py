@@ -21,6 +21,7 @@ import time
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
+from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext
@@ -30,10 +31,10 @@ from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, Heartbeat, Run
 from tick.errors import DatabaseError
 from tick.events import report_fires
+from tick.history import finish_quietly
 from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
 
 if TYPE_CHECKING:
-    import psycopg
 
     from tick.engine.api import Engine, RunSpec
 
@@ -88,20 +89,9 @@ class Coordinator:
             raise
         self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
         self.report.duration_s = time.monotonic() - self.began
-        self._finish_history()
+        if self.tick_id is not None:  # once, after the hot path
+            finish_quietly(self.e.conn, self.tick_id, self.report, self.e.events)
         return self.report
-
-    def _finish_history(self) -> None:
-        """Complete this tick's history row: once, after the hot path. The
-        jobs are recorded already, so a failure here is a warning only."""
-        if self.tick_id is None:
-            return
-        from tick.history import finish
-
-        try:
-            finish(self.e.conn, self.tick_id, self.report)
-        except Exception as error:
-            self.e.events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def _step(self) -> bool:
         """One turn; False when the run is over."""
@@ -200,7 +190,7 @@ class Coordinator:
         except DatabaseError:
             raise
         except Exception as error:
-            raise _db_error(error, "maintenance", self.e.conn) from None
+            raise as_database_error(error, "maintenance", self.e.conn) from None
         self.tick_id = self.e.last_tick_id = done.tick_id
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
@@ -217,12 +207,12 @@ class Coordinator:
             result = send(conn, batch, claim, self.e.events)
         except Exception as error:
             self.flush.put_back(batch)
-            raise _db_error(error, "recording outcomes and claiming", conn) from None
+            raise as_database_error(error, "recording outcomes and claiming", conn) from None
         try:
             settle(conn, batch.written, result.recorded, self.report, self.e.events,
                    self.e.observer)
         except Exception as error:
-            raise _db_error(error, "reading fenced-out jobs", conn) from None
+            raise as_database_error(error, "reading fenced-out jobs", conn) from None
         for beat in batch.heartbeats:
             secs = result.extended.get(beat.run.row.id)
             beat.deadline = None if secs is None else sent + secs
@@ -331,18 +321,9 @@ class Coordinator:
         try:
             lost = lost_claims(self.e.conn, old)
         except Exception as error:
-            raise _db_error(error, "checking claims", self.e.conn) from None
+            raise as_database_error(error, "checking claims", self.e.conn) from None
         for job_id in lost:
             run = self.running.get(job_id)
             if run is not None:
                 run.ctx.mark_lost()
 
-
-def _db_error(
-    error: BaseException, doing: str, conn: psycopg.Connection[Any] | None
-) -> DatabaseError:
-    from tick.db import database_error
-
-    if isinstance(error, DatabaseError):
-        return error
-    return database_error(error, None, doing, conn)

@@ -128,3 +128,90 @@ def test_the_history_is_pruned_by_its_own_setting(conn: psycopg.Connection[Any])
                  "('tick', 'old', now() - interval '10 days'), ('tick', 'new', now())")
     prune(conn, 86400 * 365, force=True, ticks_after_secs=7 * 86400)
     assert [r["worker_id"] for r in rows(conn)] == ["new"]
+
+
+def round_trips(conn: psycopg.Connection[Any], run: Any) -> int:
+    """How many exchanges `run` had with the server, from libpq's own trace
+    of the connection: each turn from client messages (F) to the server's
+    answers (B). Statements are not prepared meanwhile, since psycopg
+    prepares one in an exchange of its own at its fifth use."""
+    import tempfile
+
+    from psycopg import pq
+
+    threshold, conn.prepare_threshold = conn.prepare_threshold, None
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            run()
+        finally:
+            conn.pgconn.untrace()
+            conn.prepare_threshold = threshold
+        trace.seek(0)
+        turns, last = 0, ""
+        for line in trace:
+            turns += last == "F" and line[:1] == "B"
+            last = line[:1]
+        return turns
+
+
+def test_the_history_row_costs_no_round_trip(conn: psycopg.Connection[Any]) -> None:
+    """SPEC §16: inserted and completed in statements the tick sends anyway,
+    for an empty tick and a busy one (one slot, so the exchanges are the same
+    every run)."""
+    import threading
+    import time
+
+    from tests.test_tick import registry_with
+    from tick.engine.api import Engine, RunSpec, maintenance_for
+    from tick.history import TickStart
+
+    engine = Engine(lambda: conn, registry=registry_with(noop=lambda ctx, payload: None),
+                    maintenance=maintenance_for(86400.0))
+
+    def tick(history: bool) -> None:
+        start = TickStart("tick", "w-rt") if history else None
+        spec = RunSpec(history=start, deadline=time.monotonic() + 30, concurrency=1)
+        engine.run(spec, threading.Event())
+
+    tick(False)  # warm: the first maintenance pass also prunes
+    for jobs in (0, 4):
+        counts = []
+        for history in (False, True, False):
+            enqueue_many(conn, [{"kind": "noop"}] * jobs)
+            counts.append(round_trips(conn, lambda h=history: tick(h)))
+        assert counts[0] == counts[2], counts  # the exchanges are deterministic
+        assert counts[1] == counts[0], f"{jobs} jobs: {counts}"
+        row = rows(conn)[-1]
+        assert row["finished_at"] is not None
+        assert (row["claimed"], row["completed"], row["stop_reason"]) == (jobs, jobs, "drained")
+
+
+def test_a_row_the_last_round_trip_foresaw_wrongly_is_corrected(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    """The closing statement counts the last outcomes as if each lands; one
+    the fence refuses (its job cancelled meanwhile) is counted as it went."""
+    import threading
+    import time
+
+    from tests.test_tick import registry_with
+    from tick.admin import cancel
+    from tick.db import connect
+    from tick.engine.api import Engine, RunSpec, maintenance_for
+    from tick.history import TickStart
+
+    def cancelled_meanwhile(ctx: Any, payload: Any) -> None:
+        with connect(db_url) as other:
+            cancel(other, ctx.job_id)
+
+    engine = Engine(lambda: conn, registry=registry_with(
+        noop=lambda ctx, payload: None, doomed=cancelled_meanwhile),
+        maintenance=maintenance_for(86400.0))
+    enqueue_many(conn, [{"kind": "noop"}, {"kind": "doomed", "priority": -1}])
+    report = engine.run(RunSpec(history=TickStart("tick", "w"), concurrency=1,
+                                deadline=time.monotonic() + 30), threading.Event())
+    (row,) = rows(conn)
+    assert (report.completed, report.cancelled) == (1, 1)
+    assert (row["completed"], row["cancelled"], row["finished_at"] is not None) == (1, 1, True)

@@ -3,9 +3,14 @@ so an operator can answer "did the 03:00 run happen, and what did it do?".
 
 A tick's row is inserted by the statement that takes the rescue lock, the
 first one every tick sends (`rescue_lock.sql`), and completed with its report
-once the run is over, or with its `awc:` error. A row left unfinished past
-its deadline is a tick that died. The loop writes one whole row per busy
-stretch, and at most one per maintenance interval while idle.
+by the last statement of the round trip that may end it (`closing`): the one
+whose claim, if it comes back empty, leaves nothing running. If the run then
+ended otherwise than that statement foresaw (its claim took jobs, a fence
+refused an outcome, a stop came), the row is completed once more after the
+run, off the hot path; a failed run's row gets its `awc:` error. A row left
+unfinished past its deadline is a tick that died. The loop writes one whole
+row per busy stretch the same way, and at most one per maintenance interval
+while idle.
 """
 
 from __future__ import annotations
@@ -54,7 +59,12 @@ def wall_deadline(monotonic_deadline: float | None) -> datetime | None:
     return datetime.now(UTC) + timedelta(seconds=monotonic_deadline - time.monotonic())
 
 
-def _counts(report: TickReport | None) -> dict[str, Any]:
+# A statement for the end of a round trip: its name and parameters.
+Tail = tuple[str, dict[str, Any]]
+
+
+def counts(report: TickReport | None) -> dict[str, Any]:
+    """The report as the row's columns."""
     if report is None:
         return {name: 0 for name in COUNTS} | {"stop_reason": None}
     return {name: getattr(report, name) for name in COUNTS} | {
@@ -64,15 +74,29 @@ def _counts(report: TickReport | None) -> dict[str, Any]:
 def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | None,
            error: str | None = None) -> None:
     """Complete the tick's row with its report, or its error."""
-    conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, **_counts(report)})
+    conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, "slots": [],
+                                      **counts(report)})
 
 
-def finish_quietly(conn: psycopg.Connection[Any], tick_id: int, report: TickReport,
-                   events: EventSink) -> None:
-    """`finish`, as the end of a run does it: the jobs are recorded already,
-    so a failure here is a warning event, never the run's failure."""
+def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
+            slots: list[str], *, started_at: datetime | None = None) -> Tail:
+    """The statement that ends a run's row if the claim sent with it (for
+    `slots`) comes back empty: a tick's row completed, or a loop stretch's
+    row written whole (`start`, `started_at`). It returns a row if it did."""
+    if tick_id is not None:
+        return "finish_tick", {"id": tick_id, "error": None, "slots": slots, **counts(report)}
+    assert start is not None
+    return "record_tick", {**start.params(), "started_at": started_at, "error": None,
+                           "slots": slots, **counts(report)}
+
+
+def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) -> None:
+    """Send a `closing` statement on its own, as the end of a run does when
+    the round trip's one did not foresee how the run ended: the jobs are
+    recorded already, so a failure here is a warning event, never the
+    run's failure."""
     try:
-        finish(conn, tick_id, report)
+        conn.execute(sql(tail[0]), tail[1])
     except Exception as error:
         events.log("warning", "tick_history_failed", error=type(error).__name__)
 
@@ -82,7 +106,7 @@ def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport |
     """Write a whole row: a loop's stretch or idle interval, or a failed tick
     that had no row yet."""
     conn.execute(sql("record_tick"), {**start.params(), "started_at": started_at,
-                                      "error": error, **_counts(report)})
+                                      "error": error, "slots": [], **counts(report)})
 
 
 def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,

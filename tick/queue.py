@@ -19,6 +19,8 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
+    from tick.history import Tail
+
 
 class Record(Enum):
     """The fenced statement that records an outcome (SPEC §4.2)."""
@@ -76,7 +78,7 @@ class RoundTrip:
     recorded: dict[int, tuple[Record, str]]
     extended: dict[int, float]
     claimed: list[ClaimedRow]
-
+    tail_done: bool = False  # the tail statement returned a row
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -85,17 +87,20 @@ def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def round_trip(
-    conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None
+    conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
+    tail: Tail | None = None,
 ) -> RoundTrip:
     """Record a flush of outcomes and claim the next batch in one round trip.
 
     The statements are pipelined in one transaction: the server runs them back
     to back, commits once, and the client waits once. Every write is fenced on
-    (id, claim_token, RUNNING).
+    (id, claim_token, RUNNING). `tail`, a statement that sees what the claim
+    did, goes last (the tick history's completion, SPEC §16).
     """
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
     extend_cur = None
     claim_cur = None
+    tail_cur = None
     with conn.pipeline(), conn.transaction():
         conn.execute(sql("pin_plans"))
         if writes.complete:
@@ -135,13 +140,16 @@ def round_trip(
                     "queues": claim.queues,
                 },
             )
+        if tail is not None:
+            tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}
     for record, cur in pending:
         for job_id, state in cur.fetchall():
             recorded[job_id] = (record, state)
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     claimed = list(map(ClaimedRow._make, claim_cur.fetchall())) if claim_cur is not None else []
-    return RoundTrip(recorded, extended, claimed)
+    tail_done = tail_cur is not None and tail_cur.fetchone() is not None
+    return RoundTrip(recorded, extended, claimed, tail_done)
 
 
 def record_each(

@@ -130,8 +130,10 @@ def loop_spec(
     kinds: list[str] | None = None,
     queues: list[str] | None = None,
 ) -> RunSpec:
-    """The loop's continuous run from the settings (`awc loop`)."""
+    """The loop's continuous run from the settings (`awc loop`); each busy
+    stretch has its row in the history (SPEC §16)."""
     return RunSpec(
+        history=TickStart("loop", settings.worker_id),
         concurrency=settings.worker_concurrency,
         lease_secs=settings.worker_lease_secs,
         stop_grace_secs=settings.stop_grace_secs,

@@ -18,6 +18,7 @@ import json
 import math
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +26,13 @@ from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext
-from tick.engine.flush import Flush, send, settle
+from tick.engine.flush import Flush, foreseen, send, settle
 from tick.engine.outcomes import DEADLINE_ERROR, error_text
 from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, Heartbeat, Run
 from tick.errors import DatabaseError
 from tick.events import report_fires
-from tick.history import finish_quietly
+from tick.history import Tail, close_quietly, closing, counts
 from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class Coordinator:
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
         self.tick_id: int | None = None  # this run's history row (SPEC §16), if any
+        # What a round trip's closing statement wrote to the history row (or
+        # the loop stretch's), to be corrected if the run ended otherwise.
+        self.closed: dict[str, Any] | None = None
 
     # -- the loop -------------------------------------------------------------
 
@@ -89,8 +93,7 @@ class Coordinator:
             raise
         self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
         self.report.duration_s = time.monotonic() - self.began
-        if self.tick_id is not None:  # once, after the hot path
-            finish_quietly(self.e.conn, self.tick_id, self.report, self.e.events)
+        self._close_history()
         return self.report
 
     def _step(self) -> bool:
@@ -117,12 +120,63 @@ class Coordinator:
     def _report_stretch(self) -> None:
         """Continuous mode: the queue drained and nothing runs, so the busy
         stretch since the last one is reported as one tick."""
-        if self.report.claimed == 0 or self.spec.on_report is None:
+        if self.report.claimed == 0:
             return
         self.report.duration_s = time.monotonic() - self.began
-        self.spec.on_report(self.report)
+        self._close_history()
+        if self.spec.on_report is not None:
+            self.spec.on_report(self.report)
         self.report = TickReport()
         self.began = time.monotonic()
+
+    # -- the history row (SPEC §16) -------------------------------------------
+
+    def _closing(self, report: TickReport, slots: list[str]) -> Tail | None:
+        """The statement that ends this run's row (a loop: its stretch's) as
+        `report` says, unless a claim for `slots` in its round trip takes a job."""
+        start = self.spec.history
+        if self.spec.continuous:
+            if start is None:
+                return None
+            began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - self.began)
+            return closing(None, start, report, slots, started_at=began)
+        if self.tick_id is None:
+            return None
+        return closing(self.tick_id, start, report, slots)
+
+    def _foresee(self, claim: ClaimRequest | None, batch: Flush) -> tuple[Tail, TickReport] | None:
+        """If this round trip may end the run (a loop: its busy stretch), the
+        closing statement to send last in it: nothing else runs, so the run
+        ends unless its claim, if any, takes a job (SPEC §16: no round trip
+        of its own on the hot path)."""
+        if self.running:
+            return None
+        if self.spec.continuous:
+            if claim is None or self.report.claimed == 0:
+                return None  # a stretch ends only at a claim that comes back short
+            stop_reason = self.report.stop_reason
+        elif claim is None:
+            if self.claims.ended is None:
+                return None
+            stop_reason = self.claims.stop_reason(self.deadline_cuts)
+        else:
+            stop_reason = "deadline" if self.deadline_cuts else "drained"
+        ahead = foreseen(self.report, batch)
+        ahead.stop_reason = stop_reason
+        tail = self._closing(ahead, claim.slots if claim is not None else [])
+        return None if tail is None else (tail, ahead)
+
+    def _close_history(self) -> None:
+        """At the end of the run (a loop: of a stretch), complete the row
+        unless a round trip's closing statement already wrote what happened."""
+        if self.spec.continuous and self.report.claimed == 0:
+            return  # no stretch to record
+        closed, self.closed = self.closed, None
+        if closed == counts(self.report):
+            return
+        tail = self._closing(self.report, [])
+        if tail is not None:
+            close_quietly(self.e.conn, tail, self.e.events)
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
@@ -186,7 +240,8 @@ class Coordinator:
         if maintenance is None:
             return
         try:
-            done = maintenance(self.e.conn, self.spec.history)
+            # A loop's rows are its stretches, not its runs.
+            done = maintenance(self.e.conn, None if self.spec.continuous else self.spec.history)
         except DatabaseError:
             raise
         except Exception as error:
@@ -203,11 +258,15 @@ class Coordinator:
         batch = self.flush.take()
         sent = time.monotonic()
         conn = self.e.conn
+        closing = self._foresee(claim, batch)
         try:
-            result = send(conn, batch, claim, self.e.events)
+            result = send(conn, batch, claim, self.e.events,
+                          None if closing is None else closing[0])
         except Exception as error:
             self.flush.put_back(batch)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
+        if closing is not None and result.tail_done:
+            self.closed = counts(closing[1])
         try:
             settle(conn, batch.written, result.recorded, self.report, self.e.events,
                    self.e.observer)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from tick.engine.api import Observer
+    from tick.history import Tail
 
 
 @dataclass(slots=True)
@@ -83,14 +84,15 @@ class Flush:
 
 
 def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None,
-         events: EventSink) -> RoundTrip:
-    """Record `batch` and claim in one round trip. If the server (or the
-    client's encoding) refuses something on a healthy connection, record the
-    outcomes apart instead; a lost connection raises."""
+         events: EventSink, tail: Tail | None = None) -> RoundTrip:
+    """Record `batch` and claim in one round trip, `tail` last. If the server
+    (or the client's encoding) refuses something on a healthy connection,
+    record the outcomes apart instead, without the tail; a lost connection
+    raises."""
     from tick.db import connection_lost
 
     try:
-        return round_trip(conn, batch.writes, claim)
+        return round_trip(conn, batch.writes, claim, tail)
     except Exception as error:
         if connection_lost(conn):
             raise
@@ -121,6 +123,20 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     if claim is not None:
         done.claimed = round_trip(conn, Writes(), claim).claimed
     return done
+
+
+def foreseen(report: TickReport, batch: Flush) -> TickReport:
+    """`report` as it will be once `batch` is settled, if every write lands
+    (the fence refuses none): a Retry at max_attempts is `failed`."""
+    from dataclasses import replace
+
+    ahead = replace(report)
+    for run, record in batch.written.values():
+        spent = run.row.attempts >= run.row.max_attempts
+        state = {Record.COMPLETE: "COMPLETED", Record.FAIL: "FAILED",
+                 Record.RETRY: "FAILED" if spent else "PENDING"}.get(record, "PENDING")
+        ahead.count(label_of(record, state))
+    return ahead
 
 
 def _first_line(error: BaseException) -> str:

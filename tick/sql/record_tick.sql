@@ -1,10 +1,18 @@
 -- A whole tick's row at once (SPEC §16): a loop's busy stretch or idle
 -- interval when it ends, or a tick that failed before it had a row.
+-- A stretch's row rides at the end of the round trip whose claim may end the
+-- stretch: as in finish_tick.sql, it is written only if none of %(slots)s
+-- was filled in this transaction. Sent on its own, %(slots)s is empty.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
                        rescued, pruned, fired, stop_reason, error)
-VALUES (%(driver)s, %(worker_id)s, %(correlation_id)s,
-        coalesce(%(started_at)s, now()), now(), %(deadline_at)s,
-        %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
-        %(discarded)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s)
+SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
+       coalesce(%(started_at)s, now()), now(), %(deadline_at)s,
+       %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
+       %(discarded)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
+WHERE NOT EXISTS (
+    SELECT 1 FROM awc.jobs
+    WHERE locked_until IS NOT NULL  -- jobs_lease_idx: the running jobs only
+      AND started_at = now()
+      AND locked_by = ANY (%(slots)s::text[]))
 RETURNING id

@@ -31,10 +31,14 @@ CREATE TABLE awc.jobs (
     updated_at    timestamptz NOT NULL DEFAULT now(),
     started_at    timestamptz,
     finished_at   timestamptz,
+    checkpoint    jsonb,  -- SPEC §17: the state the handler last saved
+    progress      real,
+    continues     integer     NOT NULL DEFAULT 0,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
-    CONSTRAINT jobs_kind_check CHECK (kind <> '')
+    CONSTRAINT jobs_kind_check CHECK (kind <> ''),
+    CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1)
 );
 
 CREATE INDEX jobs_ready_idx ON awc.jobs (priority DESC, run_at, id) WHERE state = 'PENDING';

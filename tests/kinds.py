@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
-from tick import Complete, Fail, JobContext, Retry, handler
+from tick import Complete, Continue, Fail, JobContext, Retry, handler
 
 _local = threading.local()
 
@@ -27,6 +27,13 @@ CREATE TABLE IF NOT EXISTS test_ledger (
     pid      int NOT NULL,
     lease_end timestamptz,
     at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS test_units (
+    job_id   bigint NOT NULL,
+    unit     int NOT NULL,
+    claim    uuid NOT NULL,
+    saved    int,
+    pid      int NOT NULL
 )
 """
 
@@ -131,3 +138,29 @@ def hands_back(ctx: JobContext, payload: UnitsPayload) -> None:
     for _ in range(payload.units):
         ctx.check()
         time.sleep(payload.unit_secs)
+
+
+class UnitsPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    units: int
+    per_claim: int = 0  # hand the rest on (Continue) after this many; 0: never
+    unit_secs: float = 0.0  # each unit sleeps, deaf to cancellation
+    checkpoint: bool = True
+
+
+@handler("units", payload=UnitsPayload, lease_secs=60)
+def units(ctx: JobContext, p: UnitsPayload) -> Any:
+    """A long job in units (SPEC §17): resumes at what the last checkpoint
+    saved; a unit counts as done (a `test_units` row) only once its
+    checkpoint is durable, so the rows prove each unit was done once."""
+    start = ctx.saved["next"] if ctx.saved else 0
+    for done, unit in enumerate(range(start, p.units)):
+        if p.per_claim and done == p.per_claim:
+            return Continue(state={"next": unit, "pid": os.getpid()})
+        time.sleep(p.unit_secs)
+        if p.checkpoint:
+            ctx.checkpoint({"next": unit + 1, "pid": os.getpid()}, progress=(unit + 1) / p.units)
+        _conn().execute(
+            "INSERT INTO test_units (job_id, unit, claim, saved, pid) VALUES (%s, %s, %s, %s, %s)",
+            (ctx.job_id, unit, ctx.claim_token, start, os.getpid()))
+    return {"units": p.units}

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tick.engine.api import tick
     from tick.engine.context import JobCancelled, JobContext, LeaseLost
-    from tick.engine.outcomes import Complete, Fail, Retry
+    from tick.engine.outcomes import Complete, Continue, Fail, Retry
     from tick.engine.registry import handler
     from tick.engine.report import TickReport
     from tick.producer import enqueue, enqueue_many
 
 __all__ = [
     "Complete",
+    "Continue",
     "Fail",
     "JobCancelled",
     "JobContext",
@@ -33,6 +34,7 @@ __all__ = [
 
 _HOME = {
     "Complete": "tick.engine.outcomes",
+    "Continue": "tick.engine.outcomes",
     "Fail": "tick.engine.outcomes",
     "Retry": "tick.engine.outcomes",
     "JobCancelled": "tick.engine.context",

@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 SHOW_COLUMNS = (
     "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "run_at",
     "locked_by", "locked_until", "result", "last_error", "dedupe_key", "created_at",
-    "updated_at", "started_at", "finished_at", "payload",
+    "updated_at", "started_at", "finished_at", "progress", "continues", "checkpoint", "payload",
 )
 LIST_COLUMNS = (
-    "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "run_at",
-    "updated_at", "last_error",
+    "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "progress",
+    "continues", "run_at", "updated_at", "last_error",
 )
 
 

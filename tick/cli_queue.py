@@ -228,7 +228,9 @@ def jobs_list(
         for row in rows:
             echo_json(row)
     else:
-        click.echo(table(rows, LIST_COLUMNS))
+        shown = [{**row, "progress": None if row["progress"] is None
+                  else f"{row['progress']:.0%}"} for row in rows]
+        click.echo(table(shown, LIST_COLUMNS))
 
 
 @jobs_group.command("show")

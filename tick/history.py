@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tick.events import EventSink
 
 COUNTS = ("claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
-          "rescued", "pruned", "fired")
+          "continued", "rescued", "pruned", "fired")
 
 
 @dataclass(frozen=True, slots=True)

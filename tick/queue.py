@@ -29,6 +29,7 @@ class Record(Enum):
     RETRY = "retry_jobs"
     FAIL = "fail_jobs"
     RELEASE = "release_jobs"
+    CONTINUE = "continue_jobs"
 
 
 class ClaimedRow(NamedTuple):
@@ -43,6 +44,7 @@ class ClaimedRow(NamedTuple):
     slot: str
     lease_s: float
     wait_s: float
+    checkpoint: str | None  # JSON text an earlier claim saved (SPEC §17), or None
 
 
 @dataclass(slots=True)
@@ -54,9 +56,35 @@ class Writes:
     fail: list[tuple[int, str, str]] = field(default_factory=list)
     release: list[tuple[int, str]] = field(default_factory=list)
     extend: list[tuple[int, str, float]] = field(default_factory=list)
+    # (id, token, state JSON or None to keep the last, delay secs)
+    proceed: list[tuple[int, str, str | None, float]] = field(default_factory=list)
+    # (id, token, state JSON, progress or None, lease secs)
+    checkpoint: list[tuple[int, str, str, float | None, float]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.complete or self.retry or self.fail or self.release or self.extend)
+        return bool(self.complete or self.retry or self.fail or self.release or self.extend
+                    or self.proceed or self.checkpoint)
+
+    def __add__(self, later: Writes) -> Writes:
+        return Writes(self.complete + later.complete, self.retry + later.retry,
+                      self.fail + later.fail, self.release + later.release,
+                      self.extend + later.extend, self.proceed + later.proceed,
+                      self.checkpoint + later.checkpoint)
+
+    def singles(self) -> list[Writes]:
+        """Each write as a flush of its own."""
+        return ([Writes(complete=[w]) for w in self.complete]
+                + [Writes(retry=[w]) for w in self.retry]
+                + [Writes(fail=[w]) for w in self.fail]
+                + [Writes(release=[w]) for w in self.release]
+                + [Writes(extend=[w]) for w in self.extend]
+                + [Writes(proceed=[w]) for w in self.proceed]
+                + [Writes(checkpoint=[w]) for w in self.checkpoint])
+
+    def first(self) -> tuple[Any, ...]:
+        """The first write (of a single)."""
+        return (self.complete or self.retry or self.fail or self.release or self.extend
+                or self.proceed or self.checkpoint)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +107,7 @@ class RoundTrip:
     extended: dict[int, float]
     claimed: list[ClaimedRow]
     tail_done: bool = False  # the tail statement returned a row
+    refused: set[int] = field(default_factory=set)  # jobs whose checkpoint the server refused
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -99,6 +128,7 @@ def round_trip(
     """
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
     extend_cur = None
+    checkpoint_cur = None
     claim_cur = None
     tail_cur = None
     with conn.pipeline(), conn.transaction():
@@ -120,10 +150,20 @@ def round_trip(
             ids, tokens = _unzip(writes.release, 2)
             pending.append((Record.RELEASE, conn.execute(
                 sql("release_jobs"), {"ids": ids, "tokens": tokens})))
+        if writes.proceed:
+            ids, tokens, states, delays = _unzip(writes.proceed, 4)
+            pending.append((Record.CONTINUE, conn.execute(
+                sql("continue_jobs"),
+                {"ids": ids, "tokens": tokens, "states": states, "delays": delays})))
         if writes.extend:
             ids, tokens, secs = _unzip(writes.extend, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
+        if writes.checkpoint:
+            ids, tokens, states, progress, secs = _unzip(writes.checkpoint, 5)
+            checkpoint_cur = conn.execute(
+                sql("checkpoint_jobs"), {"ids": ids, "tokens": tokens, "states": states,
+                                         "progress": progress, "secs": secs})
         if claim is not None and claim.slots:
             queues = claim.queues or []
             name = ("claim_jobs" if not queues else
@@ -147,6 +187,8 @@ def round_trip(
         for job_id, state in cur.fetchall():
             recorded[job_id] = (record, state)
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
+    if checkpoint_cur is not None:
+        extended.update(checkpoint_cur.fetchall())
     claimed = list(map(ClaimedRow._make, claim_cur.fetchall())) if claim_cur is not None else []
     tail_done = tail_cur is not None and tail_cur.fetchone() is not None
     return RoundTrip(recorded, extended, claimed, tail_done)
@@ -160,28 +202,25 @@ def record_each(
     the rows the server refuses and records all the others.
 
     Returns what was recorded and the refused (id, token, error) outcomes.
-    A lost connection raises, as in `round_trip`.
+    A refused heartbeat or checkpoint is no outcome: it goes in the result's
+    `refused`, failing the handler's call only (its job runs on). A lost
+    connection raises, as in `round_trip`.
     """
     from tick.db import connection_lost
 
     done = RoundTrip({}, {}, [])
     refused: list[tuple[int, str, BaseException]] = []
-    singles: list[Writes] = (
-        [Writes(complete=[w]) for w in writes.complete]
-        + [Writes(retry=[w]) for w in writes.retry]
-        + [Writes(fail=[w]) for w in writes.fail]
-        + [Writes(release=[w]) for w in writes.release]
-        + [Writes(extend=[w]) for w in writes.extend]
-    )
-    for single in singles:
+    for single in writes.singles():
         try:
             one = round_trip(conn, single, None)
         except Exception as error:
             if connection_lost(conn):
                 raise
-            first = (single.complete or single.retry or single.fail or single.release
-                     or single.extend)[0]
-            refused.append((first[0], first[1], error))
+            first = single.first()
+            if single.extend or single.checkpoint:
+                done.refused.add(first[0])
+            else:
+                refused.append((first[0], first[1], error))
             continue
         done.recorded.update(one.recorded)
         done.extended.update(one.extended)

@@ -9,6 +9,7 @@ builds from foreign text goes through `printable` first.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 def printable(text: str) -> str:
@@ -40,3 +41,22 @@ def jsonb_refusal(text: str) -> str | None:
         except UnicodeEncodeError:
             return "contains a lone surrogate (not valid Unicode)"
     return None
+
+
+def json_value_text(value: Any) -> tuple[str | None, str | None]:
+    """`value` as JSON text that jsonb stores as it is, or why it cannot be:
+    (text, None) or (None, problem). The problem never quotes the value."""
+    import json
+
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return None, "is nested too deeply"
+    except (TypeError, ValueError) as error:
+        # json's messages name types ("Object of type set is not JSON
+        # serializable", "Out of range float values..."), never values.
+        if "Out of range float" in str(error):
+            return None, "holds NaN or an infinite number"
+        return None, f"is not JSON: {str(error)[:200]}"
+    refusal = jsonb_refusal(text)
+    return (None, refusal) if refusal is not None else (text, None)

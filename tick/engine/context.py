@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tick.text import json_value_text
+
+# The most characters of JSON one checkpoint may save: a checkpoint is
+# rewritten often, so its state is a cursor into the work, not the work.
+CHECKPOINT_LIMIT = 1_000_000
+
+# What a checkpoint asks the coordinator to save: (state JSON, progress).
+Saving = tuple[str, float | None]
+_UNREAD = object()
 
 
 class JobCancelled(Exception):
@@ -27,6 +39,10 @@ class JobContext:
     at the deadline, on operator cancel, and at once when the process is
     asked to stop. Cooperative handlers call `check()` between units of work.
 
+    `checkpoint(state, progress)` saves where the handler is (SPEC §17) with
+    the same fenced write, and `saved` is what an earlier claim saved, so a
+    job longer than a tick resumes instead of starting over.
+
     A stop is not a cancel (SPEC §6.1, §7.1): `stopping` says which it is. A
     handler that lets `JobCancelled` propagate during a stop hands its job
     back at once (released, attempt refunded); one that would rather finish
@@ -42,6 +58,8 @@ class JobContext:
         "_extend",
         "_grace_end",
         "_lost",
+        "_saved",
+        "_saved_text",
         "_stopping",
         "attempts",
         "claim_token",
@@ -57,8 +75,9 @@ class JobContext:
         attempts: int,
         max_attempts: int,
         deadline: float,
-        extend: Callable[[JobContext], float | None],
+        extend: Callable[[JobContext, Saving | None], float | None],
         claim_token: str = "",
+        saved: str | None = None,
     ) -> None:
         self.job_id = job_id
         # This claim's fencing token: a handler that records its own holder
@@ -77,6 +96,8 @@ class JobContext:
         self._grace_end = math.inf
         self._lost = False
         self._abandoned = False
+        self._saved_text = saved  # JSON text, decoded on first read of `saved`
+        self._saved: Any = _UNREAD
 
     @property
     def deadline(self) -> datetime:
@@ -110,9 +131,40 @@ class JobContext:
 
     def heartbeat(self) -> None:
         """Extend the lease by a fenced write; raise `LeaseLost` if it is gone."""
+        self._write(None)
+
+    def checkpoint(self, state: Any, progress: float | None = None) -> None:
+        """Save `state` (any JSON value) and `progress` (in [0, 1], or None to
+        keep the last) on the job, durably once this returns, and extend the
+        lease as `heartbeat()` does (SPEC §17). A later claim reads the state
+        as `saved`; a job cut at its deadline after a checkpoint continues
+        from it instead of spending an attempt. Raises `LeaseLost` if the job
+        is no longer this claim's (nothing is saved), `ValueError` for a
+        state or progress that cannot be saved."""
+        if progress is not None and (isinstance(progress, bool)
+                                     or not isinstance(progress, int | float)
+                                     or not 0.0 <= progress <= 1.0):
+            raise ValueError("checkpoint: progress must be a number in [0, 1], or None")
+        text, problem = json_value_text(state)
+        if text is None:
+            raise ValueError(f"checkpoint: the state {problem}")
+        if len(text) > CHECKPOINT_LIMIT:
+            raise ValueError(f"checkpoint: the state is {len(text)} characters of JSON; "
+                             f"at most {CHECKPOINT_LIMIT} may be saved")
+        self._write((text, None if progress is None else float(progress)))
+
+    @property
+    def saved(self) -> Any:
+        """The state the last checkpoint of an earlier claim saved (SPEC §17):
+        None on the job's first run, or when nothing was saved."""
+        if self._saved is _UNREAD:
+            self._saved = None if self._saved_text is None else json.loads(self._saved_text)
+        return self._saved
+
+    def _write(self, saving: Saving | None) -> None:
         if self._lost or self._abandoned:
             raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
-        new_deadline = self._extend(self)
+        new_deadline = self._extend(self, saving)
         if new_deadline is None:
             self.mark_lost()
             raise LeaseLost(f"job {self.job_id} lost its lease or was cancelled")

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
-from tick.engine.context import JobContext
+from tick.engine.context import JobContext, Saving
 from tick.engine.flush import Flush, foreseen, send, settle
-from tick.engine.outcomes import DEADLINE_ERROR, error_text
+from tick.engine.outcomes import error_text
 from tick.engine.report import TickReport
-from tick.engine.slots import WAKE, Heartbeat, Run
+from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline
 from tick.errors import DatabaseError
 from tick.events import report_fires
 from tick.history import Tail, close_quietly, closing, counts
@@ -273,8 +273,12 @@ class Coordinator:
         except Exception as error:
             raise as_database_error(error, "reading fenced-out jobs", conn) from None
         for beat in batch.heartbeats:
-            secs = result.extended.get(beat.run.row.id)
+            job_id = beat.run.row.id
+            secs = result.extended.get(job_id)
             beat.deadline = None if secs is None else sent + secs
+            beat.refused = job_id in result.refused
+            if secs is not None and beat.saving is not None:
+                beat.run.checkpointed = True  # durable before the handler hears so
             beat.done.set()
         if claim is not None:
             self.claims.took(claim, result.claimed)
@@ -290,7 +294,7 @@ class Coordinator:
             handler = self.e.registry.get(row.kind)
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
-                             self._request_heartbeat, row.token)
+                             self._request_heartbeat, row.token, row.checkpoint)
             run = Run(row, ctx, handler, self.e.jitter(row.slot))
             self.running[row.id] = run
             if handler is None:
@@ -318,11 +322,11 @@ class Coordinator:
                       and now >= self.stopping_since + self.spec.stop_grace_secs)
         soonest = math.inf
         for run in list(self.running.values()):
-            if grace_over:
-                self._abandon(run, Record.RELEASE, None, 0.0)
+            if grace_over:  # handed back; with its checkpoint, as a Continue (SPEC §17)
+                self._abandon(run, Record.CONTINUE if run.checkpointed else Record.RELEASE,
+                              None, 0.0)
             elif run.ctx.monotonic_deadline <= now:
-                delay = run.jitter.delay(run.row.attempts - 1)
-                self._abandon(run, Record.RETRY, DEADLINE_ERROR, delay)
+                self._abandon(run, *cut_at_deadline(run))
                 if self.spec.deadline is not None:
                     self.deadline_cuts += 1
             else:
@@ -350,15 +354,19 @@ class Coordinator:
         for run in self.running.values():
             run.ctx.cancel(stopping=True, grace_end=grace_end)
 
-    def _request_heartbeat(self, ctx: JobContext) -> float | None:
-        """Called on a slot thread: post the request and wait for its round trip."""
+    def _request_heartbeat(self, ctx: JobContext, saving: Saving | None) -> float | None:
+        """Called on a slot thread: post the request (a checkpoint if
+        `saving`) and wait for its round trip; the new deadline, or None if
+        the claim lost its job."""
         run = self.running.get(ctx.job_id)
         if run is None or run.ctx is not ctx:
             return None
-        beat = Heartbeat(run)
+        beat = Heartbeat(run, saving)
         self.e.outbox.put(beat)
         if not beat.done.wait(timeout=30):
             return None
+        if beat.refused:
+            raise ValueError("checkpoint: the database refused to save this state")
         return beat.deadline
 
     def _queue_heartbeat(self, beat: Heartbeat) -> None:

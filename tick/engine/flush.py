@@ -50,14 +50,21 @@ class Flush:
         elif record is Record.FAIL:
             assert detail is not None
             self.writes.fail.append((row.id, row.token, detail))
+        elif record is Record.CONTINUE:
+            self.writes.proceed.append((row.id, row.token, detail, delay))
         else:
             self.writes.release.append((row.id, row.token))
         self.written[row.id] = (run, record)
 
     def extend(self, beat: Heartbeat, lease: float) -> None:
-        """Queue a lease extension; the slot waits until the round trip is back."""
+        """Queue a lease extension, with its checkpoint if it saves one; the
+        slot waits until the round trip is back."""
         run = beat.run
-        self.writes.extend.append((run.row.id, run.row.token, lease))
+        if beat.saving is None:
+            self.writes.extend.append((run.row.id, run.row.token, lease))
+        else:
+            state, progress = beat.saving
+            self.writes.checkpoint.append((run.row.id, run.row.token, state, progress, lease))
         self.heartbeats.append(beat)
 
     def take(self) -> Flush:
@@ -69,10 +76,7 @@ class Flush:
     def put_back(self, batch: Flush) -> None:
         """A round trip failed: keep `batch` for the next one, ahead of what
         arrived meanwhile (the loop reconnects; a tick leaves them to the leases)."""
-        first, later = batch.writes, self.writes
-        self.writes = Writes(first.complete + later.complete, first.retry + later.retry,
-                             first.fail + later.fail, first.release + later.release,
-                             first.extend + later.extend)
+        self.writes = batch.writes + self.writes
         self.written = {**batch.written, **self.written}
         self.heartbeats = batch.heartbeats + self.heartbeats
 

@@ -12,12 +12,11 @@ No I/O (table-tested in tests/test_outcome_rules.py):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from tick.queue import Record
-from tick.text import jsonb_refusal, printable
+from tick.text import json_value_text, printable
 
 ERROR_LIMIT = 500
 
@@ -43,11 +42,32 @@ class Fail:
     error: str = "failed"
 
 
-Outcome = Complete | Retry | Fail
+# The longest a Continue may wait: a year.
+MAX_DELAY_SECS = 365 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """Hand the rest of the work to a later claim (SPEC §17): the job goes
+    back to PENDING after `delay_secs` with its attempt refunded, `state`
+    (when given, any JSON value) saved as its checkpoint for `ctx.saved`."""
+
+    state: Any = None
+    delay_secs: float = 0.0
+
+    def __post_init__(self) -> None:
+        delay = self.delay_secs
+        if isinstance(delay, bool) or not isinstance(delay, int | float) \
+                or not 0 <= delay <= MAX_DELAY_SECS:
+            raise ValueError(f"Continue: delay_secs must be a number of seconds in "
+                             f"[0, {MAX_DELAY_SECS:.0f}]")
+
+Outcome = Complete | Retry | Fail | Continue
 
 # What a processed job's outcome did (SPEC §9 `outcome`); `other` is a
 # release (attempt refunded), counted as `released` in the report (§6).
-Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "other"]
+Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued",
+                "other"]
 LABELS: tuple[Label, ...] = get_args(Label)
 REPORT_FIELD: dict[Label, str] = {
     label: "released" if label == "other" else label for label in LABELS}
@@ -57,6 +77,7 @@ LEVEL: dict[Label, str] = {
     "discarded": "warning",
     "failed": "error",
     "cancelled": "error",
+    "continued": "info",
     "other": "info",
 }
 
@@ -66,6 +87,8 @@ def label_of(record: Record, state: str) -> Label:
     the state it left the job in (a Retry at max_attempts is `failed`)."""
     if record is Record.RELEASE:
         return "other"
+    if record is Record.CONTINUE:
+        return "continued"
     if state == "FAILED":
         return "failed"
     if state == "PENDING":
@@ -112,9 +135,10 @@ REFUSED_ERROR = error_text("OutcomeRefused", "the database refused this job's ou
 
 
 def outcome_of(value: Any) -> tuple[Record, str | None]:
-    """SPEC §6.1: None or a JSON-able value is Complete; Complete, Retry and
-    Fail say so. A value that cannot be stored is a Fail naming the problem:
-    retrying the same code would produce it again. Never raises."""
+    """SPEC §6.1: None or a JSON-able value is Complete; Complete, Retry,
+    Fail and Continue say so (a Continue's detail is its state, None to keep
+    the last checkpoint). A value that cannot be stored is a Fail naming the
+    problem: retrying the same code would produce it again. Never raises."""
     try:
         return _outcome_of(value)
     except Exception as error:
@@ -126,17 +150,19 @@ def outcome_of(value: Any) -> tuple[Record, str | None]:
 def _outcome_of(value: Any) -> tuple[Record, str | None]:
     if isinstance(value, Retry | Fail):
         return (Record.RETRY if isinstance(value, Retry) else Record.FAIL, outcome_error(value))
+    if isinstance(value, Continue):
+        if value.state is None:
+            return (Record.CONTINUE, None)
+        return _stored(Record.CONTINUE, value.state, "Continue state")
     result = value.result if isinstance(value, Complete) else value
     if result is None:
         return (Record.COMPLETE, None)
-    try:
-        text = json.dumps(result, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-    except RecursionError:
-        return (Record.FAIL, error_text("ValueError", "result is nested too deeply"))
-    except (TypeError, ValueError) as error:
-        return (Record.FAIL, error_text(type(error).__name__, f"result is not JSON: {error}"))
+    return _stored(Record.COMPLETE, result, "result")
+
+
+def _stored(record: Record, value: Any, what: str) -> tuple[Record, str | None]:
     # jsonb holds neither NUL nor lone surrogates: one bad row must not sink the batch.
-    refusal = jsonb_refusal(text)
-    if refusal is not None:
-        return (Record.FAIL, error_text("ValueError", f"result {refusal}"))
-    return (Record.COMPLETE, text)
+    text, problem = json_value_text(value)
+    if text is None:
+        return (Record.FAIL, error_text("ValueError", f"{what} {problem}"))
+    return (record, text)

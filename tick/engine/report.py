@@ -24,6 +24,7 @@ class TickReport:
     cancelled: int = 0
     released: int = 0
     discarded: int = 0
+    continued: int = 0  # jobs handed to a later claim with their state (SPEC §17)
     rescued: int = 0
     pruned: int = 0
     fired: int = 0  # schedule fires enqueued by this tick's maintenance (SPEC §15)
@@ -46,7 +47,7 @@ class TickReport:
         return (
             f"claimed={self.claimed} completed={self.completed} retried={self.retried} "
             f"failed={self.failed} cancelled={self.cancelled} released={self.released} "
-            f"discarded={self.discarded} rescued={self.rescued} pruned={self.pruned} "
-            f"fired={self.fired} "
+            f"discarded={self.discarded} continued={self.continued} rescued={self.rescued} "
+            f"pruned={self.pruned} fired={self.fired} "
             f"stop_reason={self.stop_reason} duration_s={self.duration_s:.3f}"
         )

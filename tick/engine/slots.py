@@ -18,7 +18,13 @@ from typing import Any
 
 from tick.engine.backoff import Jitter
 from tick.engine.context import JobCancelled, JobContext
-from tick.engine.outcomes import DEADLINE_ERROR, error_text, exception_text, outcome_of
+from tick.engine.outcomes import (
+    DEADLINE_ERROR,
+    Continue,
+    error_text,
+    exception_text,
+    outcome_of,
+)
 from tick.engine.registry import Handler
 from tick.queue import ClaimedRow, Record
 
@@ -29,7 +35,8 @@ WAKE = object()
 class Run:
     """One claimed job from claim to recorded outcome."""
 
-    __slots__ = ("ctx", "duration", "handler", "jitter", "outcome", "row", "started")
+    __slots__ = ("checkpointed", "ctx", "duration", "handler", "jitter", "outcome", "row",
+                 "started")
 
     def __init__(
         self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter
@@ -44,15 +51,22 @@ class Run:
         # before the run reaches the flush: (Record, detail, retry delay),
         # the detail being the result JSON or the error.
         self.outcome: tuple[Record, str | None, float] | None = None
+        # A checkpoint of this claim is durable (SPEC §17): cut at its deadline
+        # or at the end of a stop's grace, the job continues from it. Written
+        # by the coordinator before it answers the checkpoint; read by both.
+        self.checkpointed = False
 
 
 @dataclass(slots=True)
 class Heartbeat:
-    """A slot's request to extend its lease; the slot waits on `done`."""
+    """A slot's request to extend its lease, saving a checkpoint if `saving`
+    (state JSON, progress); the slot waits on `done`."""
 
     run: Run
+    saving: tuple[str, float | None] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None  # set by the coordinator before `done`
+    refused: bool = False  # the database refused the checkpoint (not the lease)
 
 
 class SlotPool:
@@ -151,15 +165,18 @@ def execute(run: Run) -> None:
         run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
         return
     try:
-        record, detail = _run_handler(run)
+        record, detail, delay = _run_handler(run)
     except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit, ...
-        record, detail = Record.RETRY, exception_text(error)
+        record, detail, delay = Record.RETRY, exception_text(error), None
     run.duration = time.perf_counter() - run.started
-    delay = run.jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
+    if delay is None:
+        delay = run.jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
     run.outcome = (record, detail, delay)
 
 
-def _run_handler(run: Run) -> tuple[Record, str | None]:
+def _run_handler(run: Run) -> tuple[Record, str | None, float | None]:
+    """The handler's outcome: (statement, detail, delay or None for the
+    usual one: a Retry's backoff, else none)."""
     ctx = run.ctx
     handler = run.handler
     assert handler is not None  # unknown kinds are failed before dispatch
@@ -168,27 +185,39 @@ def _run_handler(run: Run) -> tuple[Record, str | None]:
         payload: Any = {} if text == "{}" else json.loads(text)
     except RecursionError:
         # jsonb nests deeper than Python decodes: retrying cannot help.
-        return Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode")
+        return (Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode"),
+                None)
     if handler.payload is not None:
         from pydantic import ValidationError
 
         try:
             payload = handler.payload.model_validate(payload)
         except ValidationError as error:
-            return Record.FAIL, error_text("ValidationError", _brief(error))
+            return Record.FAIL, error_text("ValidationError", _brief(error)), None
         except RecursionError:
-            return Record.FAIL, error_text("PayloadError", "payload is nested too deeply")
+            return Record.FAIL, error_text("PayloadError", "payload is nested too deeply"), None
     try:
         value = handler.fn(ctx, payload)
     except JobCancelled as error:
         if ctx.stopping and not ctx.abandoned:
-            return Record.RELEASE, None  # SPEC §6.1: released, refunded
+            return Record.RELEASE, None, None  # SPEC §6.1: released, refunded
         if ctx.remaining() <= 0:
-            return Record.RETRY, DEADLINE_ERROR
-        return Record.RETRY, exception_text(error)
+            return cut_at_deadline(run)
+        return Record.RETRY, exception_text(error), None
     except Exception as error:
-        return Record.RETRY, exception_text(error)
-    return outcome_of(value)
+        return Record.RETRY, exception_text(error), None
+    record, detail = outcome_of(value)
+    if record is Record.CONTINUE and isinstance(value, Continue):
+        return record, detail, float(value.delay_secs)
+    return record, detail, None
+
+
+def cut_at_deadline(run: Run) -> tuple[Record, str | None, float]:
+    """The outcome of a job cut at its deadline: a Continue from its last
+    checkpoint if this claim saved one (SPEC §17), else a Retry."""
+    if run.checkpointed:
+        return Record.CONTINUE, None, 0.0
+    return Record.RETRY, DEADLINE_ERROR, run.jitter.delay(run.row.attempts - 1)
 
 
 def _brief(error: Any) -> str:

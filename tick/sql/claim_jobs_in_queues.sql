@@ -32,4 +32,6 @@ RETURNING j.id, j.kind, j.payload::text, j.attempts, j.max_attempts, j.claim_tok
     j.locked_by, extract(epoch FROM j.locked_until - now())::float8,
     -- An infinite run_at (-infinity: ready since always) has no measurable wait;
     -- subtracting it would fail the whole claim (SPEC §4.2).
-    coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)::float8, 0)
+    coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)::float8, 0),
+    -- What an earlier claim's last checkpoint saved (SPEC §17): ctx.saved.
+    j.checkpoint::text

@@ -1,5 +1,6 @@
 -- Jobs for `awc jobs list`, newest first, optionally narrowed.
-SELECT id, kind, state, queue, priority, attempts, max_attempts, run_at, updated_at, last_error
+SELECT id, kind, state, queue, priority, attempts, max_attempts, progress, continues, run_at,
+       updated_at, last_error
 FROM awc.jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)

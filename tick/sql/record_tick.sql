@@ -5,11 +5,11 @@
 -- was filled in this transaction. Sent on its own, %(slots)s is empty.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
-                       rescued, pruned, fired, stop_reason, error)
+                       continued, rescued, pruned, fired, stop_reason, error)
 SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
        coalesce(%(started_at)s, now()), now(), %(deadline_at)s,
        %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
-       %(discarded)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
+       %(discarded)s, %(continued)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
 WHERE NOT EXISTS (
     SELECT 1 FROM awc.jobs
     WHERE locked_until IS NOT NULL  -- jobs_lease_idx: the running jobs only

@@ -1,6 +1,6 @@
--- One job in full, for `awc jobs show`.
+-- One job in full, for `awc jobs show`: with its checkpoint (SPEC §17).
 SELECT id, kind, state, queue, priority, attempts, max_attempts, run_at, locked_by,
        locked_until, result, last_error, dedupe_key, created_at, updated_at, started_at,
-       finished_at, payload
+       finished_at, progress, continues, checkpoint, payload
 FROM awc.jobs
 WHERE id = %(id)s

@@ -220,3 +220,15 @@ CREATE TABLE awc.ticks (
 -- `awc ticks` newest first, per driver; pruning by age (AWC_TICK_HISTORY_SECS).
 CREATE INDEX ticks_started_idx ON awc.ticks (started_at);
 CREATE INDEX ticks_driver_idx ON awc.ticks (driver, started_at);
+
+-- SPEC §17: the journal of a built-in closure walk that spans claims.
+CREATE TABLE awc.walk_marks (
+    job_id bigint NOT NULL REFERENCES awc.jobs (id) ON DELETE CASCADE,
+    digest text   NOT NULL,
+    type   text   NOT NULL,
+    status text   NOT NULL,
+    PRIMARY KEY (job_id, digest, type),
+    CONSTRAINT walk_marks_type_check CHECK (type IN ('blob', 'tree')),
+    CONSTRAINT walk_marks_status_check
+        CHECK (status IN ('todo', 'seen', 'present', 'missing', 'unparsed', 'mismatch'))
+);

@@ -120,12 +120,22 @@ def _hashes_to(store: ObjectStore, tenant_id: str, digest: str) -> bool:
 
 @dataclass
 class Walk:
-    """What a closure walk found."""
+    """What a closure walk found, and where it is: a walk can stop between
+    two objects and go on later (`walk_closure(walk=...)`), so a closure too
+    large for one tick is walked across claims (SPEC §17, `handlers.journal`)."""
 
     seen: set[str] = field(default_factory=set)
     present: set[str] = field(default_factory=set)
     missing: set[str] = field(default_factory=set)
     corrupt: set[str] = field(default_factory=set)
+    visited: set[tuple[str, str]] = field(default_factory=set)
+    mismatched: set[str] = field(default_factory=set)  # bytes that do not hash to their digest
+    todo: deque[tuple[str, str]] = field(default_factory=deque)
+    reads: int = 0  # objects read from the store by this walk (this claim)
+    # With `journaled`, each finding as (digest, type, status) since the
+    # journal last took them (`handlers.journal`).
+    journaled: bool = False
+    news: list[tuple[str, str, str]] = field(default_factory=list)
 
     def verdict(self) -> dict[str, Any]:
         """The SPEC §10.1 verdict, lists cut at 50."""
@@ -138,6 +148,30 @@ class Walk:
             "corrupt": sorted(self.corrupt)[:VERDICT_LIST_LIMIT],
         }
 
+    def found(self, digest: str, kind: str, status: str) -> None:
+        """Record what visiting (digest, kind) found (a `walk_marks` status)."""
+        self.visited.add((digest, kind))
+        self.seen.add(digest)
+        if status == "missing":
+            self.missing.add(digest)
+        elif status == "mismatch":
+            self.mismatched.add(digest)
+            self.corrupt.add(digest)
+            self.present.discard(digest)
+        elif status == "unparsed":
+            self.corrupt.add(digest)  # its bytes may be an intact blob elsewhere
+            self.present.add(digest)
+        elif status == "present":
+            self.present.add(digest)
+        if self.journaled:
+            self.news.append((digest, kind, status))
+
+    def plan(self, digest: str, kind: str) -> None:
+        """Put (digest, kind) on the list of objects still to visit."""
+        self.todo.append((digest, kind))
+        if self.journaled:
+            self.news.append((digest, kind, "todo"))
+
 
 def walk_closure(
     store: ObjectStore,
@@ -146,6 +180,8 @@ def walk_closure(
     *,
     verify: bool = True,
     between: Callable[[], None] | None = None,
+    walk: Walk | None = None,
+    pause: Callable[[Walk], bool] | None = None,
 ) -> Walk:
     """Visit every object reachable from `root`, once per (digest, type).
 
@@ -154,24 +190,28 @@ def walk_closure(
     Without it (GC's mark) blobs are not read, only trees. `between` runs
     before each object read (heartbeat, cancellation check). Transport
     failures propagate as `StoreError`.
+
+    Given `walk`, it goes on from where that walk stopped. `pause`, asked
+    after each object, may stop it early: the walk returned then still has
+    objects `todo`.
     """
-    walk = Walk()
-    visited: set[tuple[str, str]] = set()
-    hashed_bad: set[str] = set()  # bytes that do not hash to their digest
-    todo: deque[tuple[str, str]] = deque([(root, "tree")])
+    if walk is None:
+        walk = Walk()
+        walk.plan(root, "tree")
+    todo, visited = walk.todo, walk.visited
     while todo:
         digest, kind = todo.popleft()
         if (digest, kind) in visited:
             continue
-        visited.add((digest, kind))
-        walk.seen.add(digest)
-        if digest in walk.missing or digest in hashed_bad:
-            continue  # its bytes are known: nothing more to learn from them
+        if digest in walk.missing or digest in walk.mismatched:
+            walk.found(digest, kind, "seen")  # its bytes are known: nothing more to learn
+            continue
         if kind == "blob" and not verify:
-            walk.present.add(digest)
+            walk.found(digest, kind, "present")
             continue
         if between is not None:
             between()
+        walk.reads += 1
         try:
             if kind == "blob":
                 intact = _hashes_to(store, tenant_id, digest)
@@ -181,19 +221,20 @@ def walk_closure(
                 intact = not verify or digest_of(data) == digest
                 children = parse_tree(data) if intact else []
         except ObjectMissing:
-            walk.missing.add(digest)
+            walk.found(digest, kind, "missing")
             continue
         except CorruptTree:
-            walk.corrupt.add(digest)  # bytes may be an intact blob elsewhere
-            walk.present.add(digest)
+            walk.found(digest, kind, "unparsed")
             continue
         if not intact:
-            hashed_bad.add(digest)
-            walk.corrupt.add(digest)
-            walk.present.discard(digest)
+            walk.found(digest, kind, "mismatch")
             continue
-        walk.present.add(digest)
-        todo.extend(child for child in children if child not in visited)
+        walk.found(digest, kind, "present")
+        for child in children:
+            if child not in visited:
+                walk.plan(*child)
+        if pause is not None and pause(walk):
+            break
     return walk
 
 

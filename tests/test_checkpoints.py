@@ -9,9 +9,35 @@ import signal
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.support import job_row, run_awc, spawn, wait_for
 from tick.producer import enqueue
+
+
+@pytest.mark.parametrize(("state", "progress", "problem"), [
+    ({"n": float("nan")}, None, "the state holds NaN"),
+    ({1, 2}, None, "the state is not JSON: Object of type set"),
+    ("\udc80", None, "the state contains a lone surrogate"),
+    ("a\x00b", None, "the state contains a NUL"),
+    ("x" * 1_000_001, None, "at most 1000000 may be saved"),
+    (1, 1.5, "progress must be a number in \\[0, 1\\]"),
+    (1, float("nan"), "progress must be a number"),
+    (1, True, "progress must be a number"),
+    (1, "0.5", "progress must be a number"),
+])
+def test_a_checkpoint_that_cannot_be_saved_raises_in_the_handler(
+    state: Any, progress: Any, problem: str
+) -> None:
+    from tick import JobContext
+
+    sent: list[Any] = []
+    ctx = JobContext(1, "k", 1, 5, 1e18, lambda c, saving: sent.append(saving) or 1e18)
+    with pytest.raises(ValueError, match=problem):
+        ctx.checkpoint(state, progress=progress)
+    assert sent == []  # nothing reached the coordinator
+    ctx.checkpoint({"ok": [1, None, "é"]}, progress=0.5)
+    assert sent == [('{"ok":[1,null,"é"]}', 0.5)]
 
 
 def unit_rows(conn: psycopg.Connection[Any], job_id: int) -> list[tuple[int, str, int, int]]:

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.handlers.stores.base", "tick.handlers.stores.memory", "tick.handlers.stores.file",
      "tick.handlers.stores.s3", "tick.handlers.stores"),
     ("tick.handlers.trees",),
-    ("tick.handlers.runtime", "tick.handlers.producer"),
+    ("tick.handlers.runtime", "tick.handlers.producer", "tick.handlers.journal"),
     ("tick.handlers.kinds",),  # every module of kinds/
     ("tick.handlers",),
     ("tick.drivers",),  # every module of drivers/

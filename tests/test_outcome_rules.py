@@ -14,6 +14,7 @@ from tick.engine.outcomes import (
     LEVEL,
     REPORT_FIELD,
     Complete,
+    Continue,
     Fail,
     Retry,
     label_of,
@@ -22,6 +23,13 @@ from tick.engine.outcomes import (
 )
 from tick.engine.report import TickReport
 from tick.queue import Record
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 @pytest.mark.parametrize(
@@ -37,11 +45,17 @@ from tick.queue import Record
         (Fail("never"), Record.FAIL, "Fail: never"),
         (Fail("x" * 600), Record.FAIL, "Fail: " + "x" * 500),
         (Fail("a\x00b"), Record.FAIL, "Fail: ab"),
-        ({"n": float("inf")}, Record.FAIL, "ValueError: result is not JSON"),
+        ({"n": float("inf")}, Record.FAIL, "ValueError: result holds NaN or an infinite"),
         ({"s": "\udc80"}, Record.FAIL, "ValueError: result contains a lone surrogate"),
         ({"s": "\x00"}, Record.FAIL, "ValueError: result contains a NUL"),
         ({"s": "\\u0000"}, Record.COMPLETE, '{"s":"\\\\u0000"}'),
-        (object(), Record.FAIL, "TypeError: result is not JSON"),
+        (object(), Record.FAIL, "ValueError: result is not JSON: Object of type object"),
+        ({"deep": _nested(5000)}, Record.FAIL, "ValueError: result is nested too deeply"),
+        (Continue(), Record.CONTINUE, None),
+        (Continue({"next": 3}, delay_secs=5), Record.CONTINUE, '{"next":3}'),
+        (Continue(None), Record.CONTINUE, None),
+        (Continue([float("nan")]), Record.FAIL, "ValueError: Continue state holds NaN"),
+        (Continue({"s": "\udc80"}), Record.FAIL, "ValueError: Continue state contains a lone"),
     ],
 )
 def test_a_return_value_becomes_a_statement_and_a_detail(
@@ -63,6 +77,7 @@ def test_a_return_value_becomes_a_statement_and_a_detail(
         (Record.RETRY, "FAILED", "failed"),  # a Retry at max_attempts is a dead letter
         (Record.FAIL, "FAILED", "failed"),
         (Record.RELEASE, "PENDING", "other"),
+        (Record.CONTINUE, "PENDING", "continued"),
     ],
 )
 def test_a_recorded_outcome_is_labelled_by_the_state_it_left(
@@ -89,3 +104,9 @@ def test_every_label_has_a_report_field_an_event_level_and_is_a_metric_label() -
         report.count(label)
     counted = report.as_dict()
     assert all(counted[REPORT_FIELD[label]] == 1 for label in LABELS)
+
+
+@pytest.mark.parametrize("delay", [-1, float("nan"), float("inf"), 400 * 86400, True, "5"])
+def test_a_continue_with_a_bad_delay_raises_in_the_handler(delay: Any) -> None:
+    with pytest.raises(ValueError, match="delay_secs must be a number of seconds"):
+        Continue(delay_secs=delay)

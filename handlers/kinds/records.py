@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from tick import Complete, Fail, Retry
+from tick import Complete, Continue, Fail, Retry
 
 if TYPE_CHECKING:
     import psycopg
 
     from tick import JobContext
 
+    from ..journal import Journal
     from ..trees import Walk
 
 LOAD_SNAPSHOT = """
@@ -92,13 +93,16 @@ def audit(
 
 def walk_snapshot(
     ctx: JobContext, snapshot_id: UUID, expected_state: str
-) -> tuple[Snapshot, Walk] | Complete | Fail | Retry:
-    """Load a snapshot and walk its closure, hashing every object.
+) -> tuple[Snapshot, Walk, Journal] | Complete | Continue | Fail | Retry:
+    """Load a snapshot and walk its closure, hashing every object, from where
+    an earlier claim's journal left off (SPEC §17).
 
-    Returns the snapshot and the walk, or the outcome that ends the job
-    early: Fail for a missing snapshot, Complete({"skipped": state}) for one
-    not in `expected_state`, Retry for a store outage.
+    Returns the snapshot, the walk and its journal, or the outcome that ends
+    the claim early: Continue when the walk must go on in a later claim,
+    Fail for a missing snapshot, Complete({"skipped": state}) for one not in
+    `expected_state`, Retry for a store outage.
     """
+    from ..journal import Journal
     from ..runtime import pacer, runtime
     from ..stores.base import StoreError, StoreRefused
     from ..trees import walk_closure
@@ -110,10 +114,14 @@ def walk_snapshot(
         return Fail(f"snapshot {snapshot_id} does not exist")
     if snap.state != expected_state:
         return Complete({"skipped": snap.state})
+    journal = Journal(ctx, rt)
     try:
-        walk = walk_closure(rt.store, snap.tenant_id, snap.root_digest, between=pacer(ctx))
+        walk = walk_closure(rt.store, snap.tenant_id, snap.root_digest, between=pacer(ctx),
+                            walk=journal.restore(snap.root_digest), pause=journal.pause)
     except StoreRefused as error:
         return Fail(f"object store: {error}")
     except StoreError as error:
         return Retry(f"object store: {error}")
-    return snap, walk
+    if journal.paused:
+        return Continue()
+    return snap, walk, journal

@@ -22,13 +22,15 @@ ON CONFLICT (tenant_id, digest, reason) DO NOTHING
 def snapshot_scrub(ctx: JobContext, payload: SnapshotPayload) -> Any:
     """Decayed: DEGRADED, and every surviving object pinned against GC.
     Either way one `snapshot.scrub` audit event. Decay is recorded, not
-    repaired: no recovery store is wired."""
+    repaired: no recovery store is wired. A closure too large for one tick
+    is walked across claims (SPEC §17)."""
     found = walk_snapshot(ctx, payload.snapshot_id, "READY")
     if not isinstance(found, tuple):
         return found
-    snap, walk = found
+    snap, walk, journal = found
     verdict = walk.verdict()
     with runtime().connection() as conn, conn.transaction():
+        journal.forget(conn)
         if not verdict["closed"]:
             if not set_snapshot_state(conn, snap, "DEGRADED", verdict):
                 now = load_snapshot(conn, snap.id)

@@ -66,20 +66,26 @@ FORGET = "DELETE FROM awc.walk_marks WHERE job_id = %(job)s"
 class Journal:
     """The journal of one job's walk, as its current claim sees it."""
 
-    def __init__(self, ctx: JobContext, rt: Runtime) -> None:
+    def __init__(self, ctx: JobContext, rt: Runtime,
+                 state: dict[str, Any] | None = None) -> None:
         self.ctx = ctx
         self.rt = rt
+        # The handler's own part of each checkpoint (GC: its epoch); the
+        # journal adds how many objects the walk visited.
+        self.state = {} if state is None else state
         self.last_write = time.monotonic()
-        self.write_secs = 0.0  # how long the last write took
+        self.slowest = 0.0  # the longest a journal write or a unit of the handler's took
         self.paused = False  # the walk stopped to hand the rest on
 
-    def restore(self, root: str) -> Walk:
-        """The walk as the journal left it, or a new one from `root`."""
+    def restore(self, root: str | None) -> Walk:
+        """The walk as the journal left it, or a new one from `root` (none:
+        the caller plans its roots)."""
         walk = Walk(journaled=True)
         with self.rt.connection() as conn:
             rows = conn.execute(RESTORE, {"job": self.ctx.job_id}).fetchall()
         if not rows:
-            walk.plan(root, "tree")
+            if root is not None:
+                walk.plan(root, "tree")
             return walk
         walk.journaled = False  # what the journal holds is not news
         for digest, kind, status in rows:
@@ -90,12 +96,20 @@ class Journal:
         walk.journaled = True
         return walk
 
+    def near_deadline(self) -> bool:
+        """True once the claim should write and hand the rest on: less is
+        left than the margin, or three times the slowest write or unit."""
+        return self.ctx.remaining() < max(PAUSE_MARGIN_SECS, 3 * self.slowest)
+
+    def took(self, secs: float) -> None:
+        """A unit of the handler's own (a GC delete batch) took `secs`."""
+        self.slowest = max(self.slowest, secs)
+
     def pause(self, walk: Walk) -> bool:
         """After each object: write when due; True (having written) once the
         claim should hand the rest on."""
         now = time.monotonic()
-        margin = max(PAUSE_MARGIN_SECS, 3 * self.write_secs)
-        if self.ctx.remaining() < margin:
+        if self.near_deadline():
             self.write(walk)
             self.paused = True
             return True
@@ -121,9 +135,10 @@ class Journal:
             if row is None or not row[0]:
                 raise LeaseLost(f"job {self.ctx.job_id} is no longer held by this claim")
         visited, total = len(walk.visited), len(walk.visited) + len(walk.todo)
-        self.ctx.checkpoint({"walk": visited}, progress=visited / total if total else None)
+        self.ctx.checkpoint({**self.state, "walk": visited},
+                            progress=visited / total if total else None)
         self.last_write = time.monotonic()
-        self.write_secs = self.last_write - began
+        self.took(self.last_write - began)
 
     def forget(self, conn: Any) -> None:
         """The walk is done: its journal goes (with the verdict's transaction)."""

@@ -95,8 +95,8 @@ def test_a_handler_that_raises_a_base_exception_is_retried_at_once(
     [
         (Retry(ValueError("disk full")), "PENDING", "ValueError: disk full"),
         (nested(sys.getrecursionlimit() + 100), "FAILED", "ValueError: result is nested too "),
-        (Complete({1j: 2}), "FAILED", "TypeError: result is not JSON"),
-        ({"n": float("nan")}, "FAILED", "ValueError: result is not JSON"),
+        (Complete({1j: 2}), "FAILED", "ValueError: result is not JSON: keys must be"),
+        ({"n": float("nan")}, "FAILED", "ValueError: result holds NaN or an infinite number"),
         ({"n": "\x00"}, "FAILED", "ValueError: result contains a NUL"),
     ],
 )

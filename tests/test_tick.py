@@ -64,7 +64,7 @@ def test_tick_completes_jobs_and_stores_results(conn: psycopg.Connection[Any]) -
     assert job["finished_at"] is not None and job["claim_token"] is None
     assert set(report.as_dict()) == {
         "claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
-        "rescued", "pruned", "fired", "stop_reason", "duration_s"}  # SPEC §6
+        "continued", "rescued", "pruned", "fired", "stop_reason", "duration_s"}  # SPEC §6, §17
 
 
 def test_retry_is_rescheduled_within_base_and_twice_base(conn: psycopg.Connection[Any]) -> None:

@@ -14,21 +14,32 @@ while the store deletes go on, and a producer may then reuse a candidate.
 So every single delete is preceded by a round trip on the lock's own
 transaction: only its answer proves the lock is still held, and without
 it the epoch is aborted before the next delete, never after (SPEC §10.5).
+
+An epoch longer than a tick goes on across claims of its job (SPEC §17,
+docs/decisions/0011). The mark is one journaled walk over every live
+snapshot's closure (`handlers.journal`), so what an earlier claim learnt
+about trees is not read again; a claim near its deadline writes the journal
+and returns `Continue()`. The next claim re-binds the epoch to its own claim
+token, keeps the epoch's grace cutoff, and trusts nothing else the earlier
+claim decided: candidates are listed again, and each delete batch re-marks
+and re-checks under the tenant lock as always.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from tick import Complete, Fail, JobContext, Retry, handler
+from tick import Complete, Continue, Fail, JobCancelled, JobContext, Retry, handler
 
+from ..journal import Journal
 from ..runtime import Runtime, pacer, runtime
 from ..stores.base import StoreError, StoreRefused
-from ..trees import walk_closure
+from ..trees import Walk, walk_closure
 from .payloads import TenantPayload
 
 DELETE_CHUNK = 100
@@ -65,6 +76,15 @@ UPDATE awc.gc_epochs
 SET state = %(state)s, marked = %(marked)s, candidates = %(candidates)s,
     deleted = %(deleted)s, error = %(error)s, finished_at = now()
 WHERE id = %(id)s AND state = 'RUNNING' AND holder_token = %(token)s
+"""
+
+# A later claim of the epoch's own job takes the epoch over (SPEC §17): the
+# earlier claim's token no longer matches, so its deletes are refused.
+REBIND_EPOCH = """
+UPDATE awc.gc_epochs SET holder_token = %(token)s
+WHERE id = %(id)s AND tenant_id = %(tenant)s AND holder_job_id = %(job_id)s
+  AND state = 'RUNNING'
+RETURNING id
 """
 
 LOCK_TENANT = "SELECT 1 FROM awc.tenants WHERE id = %(tenant)s FOR UPDATE"
@@ -109,29 +129,50 @@ class Epoch:
     token: str
     cutoff: datetime
     between: Callable[[], None]
-    marked_snapshots: set[UUID] = field(default_factory=set)
+    journal: Journal
+    walk: Walk = field(default_factory=lambda: Walk(journaled=True))
+    planned: set[UUID] = field(default_factory=set)  # live snapshots whose roots are walked
+    checked: set[str] = field(default_factory=set)  # unparsed trees known to harm no live one
     mark: set[str] = field(default_factory=set)
     deleted_before_loss: int = 0  # deletes of the batch whose lock was lost
 
-    def remark(self, conn: Any) -> set[str]:
-        """Extend the mark with snapshots registered since, and all pins;
-        return what was added."""
-        added: set[str] = set()
-        for snap_id, root, state in conn.execute(LIVE_SNAPSHOTS, {"tenant": self.tenant}):
-            if snap_id in self.marked_snapshots:
-                continue
-            walk = walk_closure(self.rt.store, self.tenant, root, verify=False,
-                                between=self.between)
-            if walk.corrupt and state not in ("FAILED", "DEGRADED"):
-                raise MarkIncomplete(f"snapshot {snap_id} has a tree that does not parse")
-            added |= walk.seen - self.mark
-            self.mark |= walk.seen
-            self.marked_snapshots.add(snap_id)
+    def remark(self, conn: Any, *, pause: bool = False) -> set[str] | None:
+        """Extend the mark with the closures of live snapshots not walked yet
+        (one walk, so a shared subtree is read once), and all pins; return
+        what was added. With `pause`, the walk may stop near the claim's
+        deadline, having written its journal: then None."""
+        live = conn.execute(LIVE_SNAPSHOTS, {"tenant": self.tenant}).fetchall()
+        for snap_id, root, _ in live:
+            if snap_id not in self.planned:
+                self.walk.plan(root, "tree")
+                self.planned.add(snap_id)
+        walk_closure(self.rt.store, self.tenant, "", verify=False, between=self.between,
+                     walk=self.walk, pause=self.journal.pause if pause else None)
+        if self.journal.paused:
+            return None
+        self._check_unparsed(live)
+        added = self.walk.seen - self.mark
         for (digest,) in conn.execute(PINS, {"tenant": self.tenant}):
             if digest not in self.mark:
                 added.add(digest)
-                self.mark.add(digest)
+        self.mark |= added
         return added
+
+    def _check_unparsed(self, live: list[tuple[UUID, str, str]]) -> None:
+        """A tree that does not parse hides its children: harmless under a
+        FAILED or DEGRADED snapshot, fatal to the epoch if any other live
+        snapshot reaches it. Rare, so each snapshot is walked on its own."""
+        unparsed = self.walk.corrupt - self.checked
+        if not unparsed:
+            return
+        for snap_id, root, state in live:
+            if state in ("FAILED", "DEGRADED"):
+                continue
+            own = walk_closure(self.rt.store, self.tenant, root, verify=False,
+                               between=self.between)
+            if own.corrupt & unparsed:
+                raise MarkIncomplete(f"snapshot {snap_id} has a tree that does not parse")
+        self.checked |= unparsed
 
     def delete(self, digests: Iterable[str]) -> int:
         """Delete those of `digests` still unreachable and old, under the tenant lock."""
@@ -177,57 +218,56 @@ def _start(rt: Runtime, ctx: JobContext, tenant: str, dry_run: bool) -> int | No
         return None if row is None else int(row[0])
 
 
+def _resumed(rt: Runtime, ctx: JobContext, tenant: str) -> dict[str, Any] | None:
+    """The epoch an earlier claim of this job saved, now this claim's; None
+    if there is none, or it ended, or the saved state is not one we wrote."""
+    saved = ctx.saved
+    if not isinstance(saved, dict):
+        return None
+    epoch, cutoff, deleted = saved.get("epoch"), saved.get("cutoff"), saved.get("deleted")
+    if not (isinstance(epoch, int) and isinstance(cutoff, float)
+            and isinstance(deleted, int) and isinstance(saved.get("canary"), bool)):
+        return None
+    with rt.connection() as conn:
+        row = conn.execute(REBIND_EPOCH, {"token": ctx.claim_token or None, "id": epoch,
+                                          "tenant": tenant, "job_id": ctx.job_id}).fetchone()
+    return None if row is None else dict(saved)
+
+
 def _end(epoch: Epoch, state: str, counts: dict[str, int], error: str | None = None) -> None:
-    with epoch.rt.connection() as conn:
+    with epoch.rt.connection() as conn, conn.transaction():
         conn.execute(END_EPOCH, {"state": state, "error": error, "id": epoch.id,
                                  "token": epoch.token, **counts})
+        epoch.journal.forget(conn)
 
 
 @handler("gc_sweep", payload=TenantPayload, lease_secs=900)
 def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
-    """Mark, plan, delete a canary batch, re-mark, then delete the rest."""
+    """Mark, plan, delete a canary batch, re-mark, then delete the rest;
+    across claims when the tenant is too large for one (SPEC §17)."""
     rt = runtime()
     tenant = payload.tenant_id
     settings = rt.settings
     with rt.connection() as conn:
         if conn.execute(TENANT_EXISTS, {"tenant": tenant}).fetchone() is None:
             return Fail(f"tenant {tenant!r} does not exist")
-    epoch_id = _start(rt, ctx, tenant, settings.gc_dry_run)
-    if epoch_id is None:
-        return Complete({"skipped": "epoch running"})
-    epoch = Epoch(rt, tenant, epoch_id, ctx.claim_token,
-                  cutoff=datetime.now(UTC) - timedelta(seconds=settings.gc_grace_secs),
-                  between=pacer(ctx))
-    counts = {"marked": 0, "candidates": 0, "deleted": 0}
+    state = _resumed(rt, ctx, tenant)
+    if state is None:
+        epoch_id = _start(rt, ctx, tenant, settings.gc_dry_run)
+        if epoch_id is None:
+            return Complete({"skipped": "epoch running"})
+        cutoff = datetime.now(UTC) - timedelta(seconds=settings.gc_grace_secs)
+        state = {"epoch": epoch_id, "cutoff": cutoff.timestamp(), "canary": False, "deleted": 0}
+    journal = Journal(ctx, rt, state)
+    epoch = Epoch(rt, tenant, state["epoch"], ctx.claim_token,
+                  cutoff=datetime.fromtimestamp(state["cutoff"], UTC), between=pacer(ctx),
+                  journal=journal, walk=journal.restore(None))
+    counts = {"marked": 0, "candidates": 0, "deleted": state["deleted"]}
     try:
         with rt.connection() as conn:
-            epoch.remark(conn)
-        counts["marked"] = len(epoch.mark)
-        candidates = []
-        for info in rt.store.list(tenant):
-            epoch.between()
-            if info.digest not in epoch.mark and info.last_modified < epoch.cutoff:
-                candidates.append(info.digest)
-        counts["candidates"] = len(candidates)
-        planned = candidates[: settings.gc_batch_size]
-        if settings.gc_dry_run:
-            _end(epoch, "COMPLETED", counts)
-            return Complete({"epoch": epoch_id, "dry_run": True, **counts,
-                             "would_delete": len(planned)})
-        canary, rest = planned[: settings.gc_canary_size], planned[settings.gc_canary_size:]
-        counts["deleted"] = epoch.delete(canary)
-        with rt.connection() as conn:
-            revived = epoch.remark(conn) & set(candidates)
-        if revived:
-            error = f"{len(revived)} candidates became reachable during the epoch"
-            _end(epoch, "ABORTED", counts, error)
-            return Fail(f"GC epoch {epoch_id} aborted: {error}")
-        for start in range(0, len(rest), DELETE_CHUNK):
-            epoch.between()
-            counts["deleted"] += epoch.delete(rest[start:start + DELETE_CHUNK])
-        counts["marked"] = len(epoch.mark)
-        _end(epoch, "COMPLETED", counts)
-        return Complete({"epoch": epoch_id, "dry_run": False, **counts})
+            if epoch.remark(conn, pause=True) is None:
+                return Continue()
+        return _sweep(epoch, state, counts)
     except EpochLost as error:
         return Fail(str(error))
     except LockLost as error:
@@ -235,16 +275,61 @@ def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
         # deleted under it. The next sweep starts a fresh epoch.
         counts["deleted"] += epoch.deleted_before_loss
         _end(epoch, "ABORTED", counts, str(error))
-        return Retry(f"GC epoch {epoch_id} aborted: {error}")
+        return Retry(f"GC epoch {epoch.id} aborted: {error}")
     except MarkIncomplete as error:
         _end(epoch, "ABORTED", counts, str(error))
-        return Fail(f"GC epoch {epoch_id} aborted: {error}")
+        return Fail(f"GC epoch {epoch.id} aborted: {error}")
     except StoreRefused as error:
         _end(epoch, "ABORTED", counts, "object store refused")
-        return Fail(f"GC epoch {epoch_id} aborted: object store: {error}")
+        return Fail(f"GC epoch {epoch.id} aborted: object store: {error}")
     except StoreError as error:
         _end(epoch, "ABORTED", counts, "object store error")
         return Retry(f"object store: {error}")
+    except JobCancelled:
+        # Cut at the deadline or stopping: the epoch stays this job's, for
+        # its next claim to resume from the checkpoint (or, if no claim
+        # comes, for the next sweep to abort as stale).
+        raise
     except BaseException:
         _end(epoch, "ABORTED", counts, "interrupted")
         raise
+
+
+def _sweep(epoch: Epoch, state: dict[str, Any], counts: dict[str, int]) -> Any:
+    """The epoch once marked: plan, canary, re-mark, delete the rest."""
+    rt, settings, tenant = epoch.rt, epoch.rt.settings, epoch.tenant
+    counts["marked"] = len(epoch.mark)
+    candidates = []
+    for info in rt.store.list(tenant):
+        epoch.between()
+        if info.digest not in epoch.mark and info.last_modified < epoch.cutoff:
+            candidates.append(info.digest)
+    counts["candidates"] = len(candidates)
+    planned = candidates[: max(settings.gc_batch_size - state["deleted"], 0)]
+    if settings.gc_dry_run:
+        _end(epoch, "COMPLETED", counts)
+        return Complete({"epoch": epoch.id, "dry_run": True, **counts,
+                         "would_delete": len(planned)})
+    rest = planned
+    if not state["canary"]:
+        canary, rest = planned[: settings.gc_canary_size], planned[settings.gc_canary_size:]
+        counts["deleted"] += epoch.delete(canary)
+        with rt.connection() as conn:
+            revived = (epoch.remark(conn) or set()) & set(candidates)
+        if revived:
+            error = f"{len(revived)} candidates became reachable during the epoch"
+            _end(epoch, "ABORTED", counts, error)
+            return Fail(f"GC epoch {epoch.id} aborted: {error}")
+        state["canary"] = True
+    for start in range(0, len(rest), DELETE_CHUNK):
+        epoch.between()
+        if epoch.journal.near_deadline():
+            state["deleted"] = counts["deleted"]
+            epoch.journal.write(epoch.walk)
+            return Continue()
+        began = time.monotonic()
+        counts["deleted"] += epoch.delete(rest[start:start + DELETE_CHUNK])
+        epoch.journal.took(time.monotonic() - began)
+    counts["marked"] = len(epoch.mark)
+    _end(epoch, "COMPLETED", counts)
+    return Complete({"epoch": epoch.id, "dry_run": False, **counts})

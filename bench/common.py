@@ -49,7 +49,7 @@ def bench_url() -> str:
 
 def reset(conn: psycopg.Connection[Any]) -> None:
     """An empty queue with fresh statistics, as after a deploy."""
-    conn.execute("TRUNCATE awc.jobs RESTART IDENTITY")
+    conn.execute("TRUNCATE awc.jobs, awc.walk_marks RESTART IDENTITY")
     conn.execute("UPDATE awc.maintenance SET last_run_at = now()")  # no prune mid-run
     conn.execute("VACUUM ANALYZE awc.jobs")
     conn.execute("CHECKPOINT")

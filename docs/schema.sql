@@ -44,6 +44,8 @@ CREATE TABLE awc.jobs (
 CREATE INDEX jobs_ready_idx ON awc.jobs (priority DESC, run_at, id) WHERE state = 'PENDING';
 CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, priority DESC, run_at, id)
     WHERE state = 'PENDING';
+CREATE INDEX jobs_ready_kind_idx ON awc.jobs (kind, priority DESC, run_at, id)
+    WHERE state = 'PENDING';
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');
@@ -232,3 +234,25 @@ CREATE TABLE awc.walk_marks (
     CONSTRAINT walk_marks_status_check
         CHECK (status IN ('todo', 'seen', 'present', 'missing', 'unparsed', 'mismatch'))
 );
+
+-- SPEC §18: global limits, and the claims a rate limit counts.
+CREATE TABLE awc.limits (
+    scope       text    NOT NULL,
+    name        text    NOT NULL,
+    max_running integer,
+    rate        integer,
+    per_secs    integer,
+    PRIMARY KEY (scope, name),
+    CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue')),
+    CONSTRAINT limits_max_running_check CHECK (max_running >= 0),
+    CONSTRAINT limits_rate_check
+        CHECK ((rate IS NULL) = (per_secs IS NULL) AND rate >= 1 AND per_secs >= 1)
+);
+
+CREATE TABLE awc.limit_claims (
+    scope text        NOT NULL,
+    name  text        NOT NULL,
+    at    timestamptz NOT NULL,
+    FOREIGN KEY (scope, name) REFERENCES awc.limits (scope, name) ON DELETE CASCADE
+);
+CREATE INDEX limit_claims_window_idx ON awc.limit_claims (scope, name, at);

@@ -28,6 +28,11 @@ CREATE TABLE IF NOT EXISTS test_ledger (
     lease_end timestamptz,
     at       timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS test_intervals (
+    job_id   bigint NOT NULL,
+    started  timestamptz NOT NULL,
+    ended    timestamptz
+);
 CREATE TABLE IF NOT EXISTS test_units (
     job_id   bigint NOT NULL,
     unit     int NOT NULL,
@@ -164,3 +169,22 @@ def units(ctx: JobContext, p: UnitsPayload) -> Any:
             "INSERT INTO test_units (job_id, unit, claim, saved, pid) VALUES (%s, %s, %s, %s, %s)",
             (ctx.job_id, unit, ctx.claim_token, start, os.getpid()))
     return {"units": p.units}
+
+
+class TimedPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    secs: float = 0.1
+    first_secs: float | None = None  # the first attempt's, if different
+
+
+@handler("timed", payload=TimedPayload)
+def timed(ctx: JobContext, p: TimedPayload) -> None:
+    """Run for `secs`, recording when it ran by the database's clock
+    (`test_intervals`), so a test can count how many ran at once."""
+    conn = _conn()
+    conn.execute("INSERT INTO test_intervals (job_id, started) VALUES (%s, clock_timestamp())",
+                 (ctx.job_id,))
+    secs = p.first_secs if p.first_secs is not None and ctx.attempts == 1 else p.secs
+    time.sleep(secs)
+    conn.execute("UPDATE test_intervals SET ended = clock_timestamp() "
+                 "WHERE job_id = %s AND ended IS NULL", (ctx.job_id,))

@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
     ("tick.text", "tick.errors", "tick.statements", "tick.settings", "tick.db",
      "tick.migrate", "tick.loaders", "tick.embedded", "tick.schedules.times", "tick.history"),
-    ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules"),
+    ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
+     "tick.limits"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry", "tick.engine.report"),
     ("tick.events", "tick.metrics", "tick.export"),
@@ -36,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.handlers.kinds",),  # every module of kinds/
     ("tick.handlers",),
     ("tick.drivers",),  # every module of drivers/
-    ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli"),
+    ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli_limits", "tick.cli"),
 ]
 PUBLIC = "tick"  # the public API (tick/__init__.py): lazy, importable from any layer
 

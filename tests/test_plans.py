@@ -114,6 +114,63 @@ def test_claim_stays_on_its_index_with_stale_statistics(big: str) -> None:
         conn.execute("ANALYZE awc.jobs")
 
 
+def seq_scanned(text: str, relation: str) -> bool:
+    """True if the plan reads `relation` with a sequential scan."""
+    hits: list[bool] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            hits.append(node.get("Node Type") == "Seq Scan"
+                        and node.get("Relation Name") == relation)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(text))
+    return any(hits)
+
+
+def limited_plans(url: str, limits: list[tuple[str, str, int | None, int | None]]
+                  ) -> tuple[str, str]:
+    """The plans of the limited claim and of the usual claim after it, in one
+    transaction with these (scope, name, max_running, rate) limits (rolled back)."""
+    with psycopg.connect(url) as conn:
+        for scope, name, most, rate in limits:
+            conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
+                         "VALUES (%s, %s, %s, %s, %s)",
+                         (scope, name, most, rate, None if rate is None else 60))
+        conn.execute(sql("pin_plans"))
+        conn.execute(sql("claim_limits"), CLAIM)
+        texts = []
+        for name in ("claim_limited_jobs", "claim_jobs"):
+            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql(name), CLAIM).fetchone()
+            assert row is not None
+            texts.append(json.dumps(row[0]))
+        conn.rollback()
+    return texts[0], texts[1]
+
+
+def test_the_limited_claim_finds_its_jobs_by_index(big: str) -> None:
+    """SPEC §18: a limited kind's or queue's ready jobs come from their own
+    index, its running jobs from the lease index; and the usual claim after
+    it keeps its ordered walk."""
+    limited, usual = limited_plans(big, [("kind", "k3", 100_000, None),
+                                         ("queue", "q1", None, 100_000)])
+    found = scans(limited)
+    assert ("Index Scan", "jobs_ready_kind_idx") in found, found
+    assert ("Index Scan", "jobs_ready_queue_idx") in found, found
+    assert not seq_scanned(limited, "jobs"), found  # awc.limits is small: read as it likes
+    assert '"JIT"' not in limited  # the pin's cost penalty must not buy a compile
+    assert ("Index Scan", "jobs_ready_idx") in scans(usual)
+    assert '"Sort"' not in usual and '"Seq Scan"' not in usual
+    claimed = json.loads(limited)[0]["Plan"]["Actual Rows"]
+    # The limits did not bind: every slot filled by limited jobs, and the row
+    # that says whether any were held back.
+    assert claimed == 256 + 1
+
+
 def test_fenced_complete_probes_the_primary_key(big: str) -> None:
     with psycopg.connect(big) as conn:
         rows = conn.execute("SELECT id, claim_token::text FROM awc.jobs WHERE state = 'RUNNING' "
@@ -143,6 +200,9 @@ FENCED = {
     "fail_jobs": lambda n: {"errors": ["Fail: no"] * n},
     "release_jobs": lambda n: {},
     "extend_leases": lambda n: {"secs": [60.0] * n},
+    "continue_jobs": lambda n: {"states": ['{"next": 1}'] * n, "delays": [0.0] * n},
+    "checkpoint_jobs": lambda n: {"states": ['{"next": 1}'] * n, "progress": [0.5] * n,
+                                  "secs": [60.0] * n},
 }
 
 

@@ -125,7 +125,12 @@ class Metrics:
         self.schedule_lag = CappedGauge(Gauge(
             "awc_schedule_lag_seconds", "How late the last enqueued fire was enqueued.",
             ["schedule"], registry=r))
+        self.held_back = CappedGauge(Gauge(
+            "awc_limit_held_back_jobs",
+            "Ready jobs a saturated global limit holds back (sampled, capped).",
+            ["scope", "name"], registry=r))
         self._sampled: set[str] = set()
+        self._limits: set[tuple[str, str]] = set()
 
     # The engine's Observer -----------------------------------------------------
 
@@ -173,6 +178,20 @@ class Metrics:
             self.ready.set((kind,), 0)
             self.oldest.set((kind,), 0)
         self._sampled = seen  # the rest read 0 now: nothing more to remember
+        self._sample_limits(conn)
+
+    def _sample_limits(self, conn: Any) -> None:
+        """The held-back gauge of every limit (SPEC §18); a cleared one reads 0."""
+        from tick.limits import list_limits
+
+        limits = set()
+        for row in list_limits(conn):
+            key = (row["scope"], row["name"])
+            limits.add(key)
+            self.held_back.set(key, int(row["held_back"]))
+        for key in self._limits - limits:
+            self.held_back.set(key, 0)
+        self._limits = limits
 
     def exposition(self) -> bytes:
         """Every instrument in the Prometheus text format."""

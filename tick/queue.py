@@ -108,6 +108,7 @@ class RoundTrip:
     claimed: list[ClaimedRow]
     tail_done: bool = False  # the tail statement returned a row
     refused: set[int] = field(default_factory=set)  # jobs whose checkpoint the server refused
+    held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -129,6 +130,7 @@ def round_trip(
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
     extend_cur = None
     checkpoint_cur = None
+    limited_cur = None
     claim_cur = None
     tail_cur = None
     with conn.pipeline(), conn.transaction():
@@ -168,18 +170,20 @@ def round_trip(
             queues = claim.queues or []
             name = ("claim_jobs" if not queues else
                     "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs_in_queues")
-            claim_cur = conn.execute(
-                sql(name),
-                {
-                    "queue": queues[0] if queues else None,
-                    "slots": claim.slots,
-                    "lease": claim.lease_secs,
-                    "cap": claim.cap_secs,
-                    "leases": claim.leases_json,
-                    "kinds": claim.kinds,
-                    "queues": claim.queues,
-                },
-            )
+            params = {
+                "queue": queues[0] if queues else None,
+                "slots": claim.slots,
+                "lease": claim.lease_secs,
+                "cap": claim.cap_secs,
+                "leases": claim.leases_json,
+                "kinds": claim.kinds,
+                "queues": claim.queues,
+            }
+            # Global limits (SPEC §18, decision 0012): lock, then claim the
+            # limited jobs with a newer snapshot, then the rest.
+            conn.execute(sql("claim_limits"), params)
+            limited_cur = conn.execute(sql("claim_limited_jobs"), params)
+            claim_cur = conn.execute(sql(name), params)
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}
@@ -189,9 +193,16 @@ def round_trip(
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     if checkpoint_cur is not None:
         extended.update(checkpoint_cur.fetchall())
-    claimed = list(map(ClaimedRow._make, claim_cur.fetchall())) if claim_cur is not None else []
+    claimed, held_back = [], False
+    for row in limited_cur.fetchall() if limited_cur is not None else ():
+        if row[0] is None:
+            held_back = bool(row[-1])
+        else:
+            claimed.append(ClaimedRow._make(row[:-1]))
+    if claim_cur is not None:
+        claimed.extend(map(ClaimedRow._make, claim_cur.fetchall()))
     tail_done = tail_cur is not None and tail_cur.fetchone() is not None
-    return RoundTrip(recorded, extended, claimed, tail_done)
+    return RoundTrip(recorded, extended, claimed, tail_done, held_back=held_back)
 
 
 def record_each(

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # Claim nothing when less than this is left before the deadline: a lease that
 # short cannot run a job, and the tick must return on time.
 MIN_CLAIM_SECS = 1.0
+# How soon to claim again when a global limit held ready jobs back (SPEC §18):
+# room comes back as a limited job ends or a rate window slides.
+HELD_BACK_RETRY_SECS = 0.2
 
 
 class Claims:
@@ -34,8 +37,10 @@ class Claims:
         self.claimed = 0  # jobs claimed in this run (what max_jobs counts)
         self.ended: StopReason | None = None  # why claiming ended; None while it goes on
         # Continuous mode: the queue came back empty, so no claim before this
-        # instant unless a wake-up (NOTIFY, stop) clears it.
+        # instant unless a wake-up (NOTIFY, stop) clears it. Also any run
+        # whose last claim a global limit held back.
         self.idle_until = 0.0
+        self.held_back = False  # the last claim left ready jobs to a limit's room
 
     def request(self, now: float) -> ClaimRequest | None:
         """The claim to send now, or None (nothing free, idle, or ended)."""
@@ -61,14 +66,20 @@ class Claims:
             queues=spec.queues,
         )
 
-    def took(self, request: ClaimRequest, rows: list[ClaimedRow]) -> None:
+    def took(self, request: ClaimRequest, rows: list[ClaimedRow],
+             held_back: bool = False) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
-        claimer, now)."""
+        claimer, now), unless a global limit held some back: then the run
+        claims again shortly, until its deadline (SPEC §18)."""
         taken = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)
-        if len(rows) < len(request.slots):
+        self.held_back = held_back and len(rows) < len(request.slots)
+        if self.held_back:
+            self.idle_until = time.monotonic() + min(HELD_BACK_RETRY_SECS,
+                                                     self._spec.poll_interval_s)
+        elif len(rows) < len(request.slots):
             if self._spec.continuous:
                 self.idle_until = time.monotonic() + self._spec.poll_interval_s
             else:
@@ -88,7 +99,7 @@ class Claims:
 
     def may_claim_later(self) -> bool:
         """True while an idle run should wait for work rather than end."""
-        return self.ended is None and self._spec.continuous
+        return self.ended is None and (self._spec.continuous or self.held_back)
 
     def idle(self, now: float) -> bool:
         """True while a continuous run waits for work after a short claim."""

@@ -112,7 +112,7 @@ class Coordinator:
             return True  # outcomes recorded at the claim moment: flush them now
         if not self.running and not self.claims.may_claim_later():
             return False
-        if not self.running and self.claims.idle(now):
+        if not self.running and self.claims.idle(now) and not self.claims.held_back:
             self._report_stretch()
         self._wait(now)
         return True
@@ -120,7 +120,7 @@ class Coordinator:
     def _report_stretch(self) -> None:
         """Continuous mode: the queue drained and nothing runs, so the busy
         stretch since the last one is reported as one tick."""
-        if self.report.claimed == 0:
+        if self.report.claimed == 0 or not self.spec.continuous:
             return
         self.report.duration_s = time.monotonic() - self.began
         self._close_history()
@@ -281,7 +281,7 @@ class Coordinator:
                 beat.run.checkpointed = True  # durable before the handler hears so
             beat.done.set()
         if claim is not None:
-            self.claims.took(claim, result.claimed)
+            self.claims.took(claim, result.claimed, result.held_back)
             self._dispatch(result.claimed, sent)
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:

@@ -2,7 +2,14 @@
 -- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
 -- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
 -- never longer than %(cap)s, the time left before the tick's deadline (§6).
-WITH ready AS (
+WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them, step 2 claimed them
+    SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
+               AS kinds,
+           (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
+               AS queues,
+           (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
+               AS claimed
+), ready AS (
     SELECT id, row_number() OVER () AS n
     FROM (
         SELECT id
@@ -10,15 +17,17 @@ WITH ready AS (
         WHERE state = 'PENDING'
           AND run_at <= now()
           AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+          AND kind <> ALL ((SELECT kinds FROM limited)::text[])
+          AND queue <> ALL ((SELECT queues FROM limited)::text[])
         ORDER BY priority DESC, run_at, id
-        LIMIT cardinality(%(slots)s::text[])
+        LIMIT cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited)
         FOR UPDATE SKIP LOCKED
     ) AS picked
 )
 UPDATE awc.jobs AS j
 SET state = 'RUNNING',
     attempts = j.attempts + 1,
-    locked_by = (%(slots)s::text[])[ready.n],
+    locked_by = (%(slots)s::text[])[ready.n + (SELECT claimed FROM limited)],
     locked_until = now() + make_interval(secs => least(
         coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
     claim_token = gen_random_uuid(),

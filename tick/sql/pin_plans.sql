@@ -6,9 +6,13 @@
 -- ordered index scan with LIMIT and primary-key probes, so the alternatives
 -- are turned off for this transaction only (set_config is_local). Disabling
 -- a sequential scan only steers: a statement with no index path still runs.
+-- Its penalty inflates the plan's cost, so JIT (which the cost alone
+-- triggers) is off too: compiling takes a second; these statements, a
+-- millisecond.
 SELECT set_config('enable_sort', 'off', true),
        set_config('enable_seqscan', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
        set_config('enable_hashjoin', 'off', true),
        set_config('enable_mergejoin', 'off', true),
-       set_config('enable_material', 'off', true)
+       set_config('enable_material', 'off', true),
+       set_config('jit', 'off', true)

@@ -13,6 +13,8 @@ SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
 WHERE NOT EXISTS (
     SELECT 1 FROM awc.jobs
     WHERE locked_until IS NOT NULL  -- jobs_lease_idx: the running jobs only
-      AND started_at = now()
+      AND updated_at = now()
       AND locked_by = ANY (%(slots)s::text[]))
+  -- Nor are ready jobs held back by a limit (SPEC §18): the stretch goes on.
+  AND NOT coalesce(nullif(current_setting('awc.held_back', true), '')::boolean, false)
 RETURNING id

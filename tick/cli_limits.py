@@ -1,0 +1,73 @@
+"""`awc limits …` (SPEC §18): global concurrency and rate limits.
+
+Operator commands: they never migrate (SPEC §3). A bad target or option is
+a usage error (exit 2) naming it, and writes nothing; clearing a limit that
+does not exist is exit 1 naming it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tick.cli_queue import echo_json, operator_connection, table
+from tick.errors import AwcError
+from tick.settings import load_settings
+
+_OPTION = {"target": "TARGET", "max_running": "--max-running", "rate": "--rate",
+           "per_secs": "--per", "rate and per_secs": "--rate and --per",
+           "max_running or rate": "--max-running or --rate"}
+
+
+@click.group("limits")
+def limits_group() -> None:
+    """Limits that hold across every tick at once."""
+
+
+@limits_group.command("set")
+@click.argument("target")
+@click.option("--max-running", type=int, help="Most RUNNING jobs at once (0 pauses).")
+@click.option("--rate", type=int, help="Most claims per window (with --per).")
+@click.option("--per", "per_secs", type=int, help="The rate's window, in seconds.")
+def limits_set(target: str, max_running: int | None, rate: int | None,
+               per_secs: int | None) -> None:
+    """Set the limit of TARGET (kind:NAME or queue:NAME), replacing any earlier one."""
+    from tick.limits import Limit, LimitError, check_limit, parse_target, set_limit
+
+    try:
+        scope, name = parse_target(target)
+        limit = check_limit(Limit(scope, name, max_running, rate, per_secs))
+    except LimitError as error:
+        raise click.BadParameter(error.reason, param_hint=_OPTION[error.field]) from None
+    with operator_connection(load_settings()) as conn:
+        set_limit(conn, limit)
+    click.echo(f"limit on {scope} {name!r} set")
+
+
+@limits_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+def limits_list(as_json: bool) -> None:
+    """Every limit with its use now: running, claims in its window, held back."""
+    from tick.limits import LIST_COLUMNS, list_limits
+
+    with operator_connection(load_settings()) as conn:
+        rows = list_limits(conn)
+    if as_json:
+        echo_json(rows)
+    else:
+        click.echo(table(rows, LIST_COLUMNS))
+
+
+@limits_group.command("clear")
+@click.argument("target")
+def limits_clear(target: str) -> None:
+    """Remove the limit of TARGET (kind:NAME or queue:NAME)."""
+    from tick.limits import LimitError, clear_limit, parse_target
+
+    try:
+        scope, name = parse_target(target)
+    except LimitError as error:
+        raise click.BadParameter(error.reason, param_hint="TARGET") from None
+    with operator_connection(load_settings()) as conn:
+        if not clear_limit(conn, scope, name):
+            raise AwcError(f"no limit on {scope} {name!r}")
+    click.echo(f"limit on {scope} {name!r} cleared")

@@ -1,0 +1,106 @@
+"""Global limits (SPEC §18): per kind or per queue, at most `max_running`
+RUNNING jobs with unexpired leases and at most `rate` claims in any window of
+`per_secs` seconds, across every tick, loop and Lambda at once. The claim
+enforces them (`tick/sql/claim_limits.sql`, docs/decisions/0012); this
+module sets, clears and lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+NAME_LIMIT = 200  # as a kind's or a queue's (tick.producer)
+INT4_MAX = 2**31 - 1
+LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "running",
+                "window_claims", "held_back")
+
+
+class LimitError(ValueError):
+    """A limit awc refuses, named by the field at fault; never quoting a value."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One limit row."""
+
+    scope: str  # kind | queue
+    name: str
+    max_running: int | None = None
+    rate: int | None = None
+    per_secs: int | None = None
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """`kind:NAME` or `queue:NAME` as (scope, name), or `LimitError`."""
+    scope, colon, name = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not colon or scope not in ("kind", "queue"):
+        raise LimitError("target", "must be kind:NAME or queue:NAME")
+    return scope, _check_name(name)
+
+
+def _check_name(name: str) -> str:
+    if not name:
+        raise LimitError("target", "names no kind or queue")
+    if len(name) > NAME_LIMIT:
+        raise LimitError("target", f"is longer than {NAME_LIMIT} characters")
+    if "\x00" in name:
+        raise LimitError("target", "contains a NUL character")
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LimitError("target", "contains a lone surrogate (not valid Unicode)") from None
+    return name
+
+
+def _count(value: Any, field: str, low: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT4_MAX:
+        raise LimitError(field, f"must be an integer between {low} and {INT4_MAX}")
+    return value
+
+
+def check_limit(limit: Limit) -> Limit:
+    """`limit` if awc would store it, else `LimitError` naming the field."""
+    if limit.scope not in ("kind", "queue"):
+        raise LimitError("target", "must be kind:NAME or queue:NAME")
+    _check_name(limit.name)
+    _count(limit.max_running, "max_running", 0)
+    _count(limit.rate, "rate", 1)
+    _count(limit.per_secs, "per_secs", 1)
+    if (limit.rate is None) != (limit.per_secs is None):
+        raise LimitError("rate and per_secs", "go together: give both or neither")
+    if limit.max_running is None and limit.rate is None:
+        raise LimitError("max_running or rate", "is needed: a limit with neither limits nothing")
+    return limit
+
+
+def set_limit(conn: psycopg.Connection[Any], limit: Limit) -> None:
+    """Store `limit`, replacing that kind's or queue's earlier one."""
+    check_limit(limit)
+    conn.execute(sql("upsert_limit"), {"scope": limit.scope, "name": limit.name,
+                                       "max_running": limit.max_running, "rate": limit.rate,
+                                       "per_secs": limit.per_secs})
+
+
+def clear_limit(conn: psycopg.Connection[Any], scope: str, name: str) -> bool:
+    """Remove a limit; False if there was none."""
+    return conn.execute(sql("delete_limit"), {"scope": scope, "name": name}).fetchone() is not None
+
+
+def list_limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """Every limit with its use now: `running`, `window_claims`, `held_back`."""
+    rows = conn.execute(sql("list_limits")).fetchall()
+    return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]

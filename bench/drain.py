@@ -58,13 +58,16 @@ def drain(url: str, jobs: int, concurrency: int) -> float:
     return drain_prepared(url, jobs, concurrency)
 
 
-def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1) -> float:
+def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
+                   awc_path: str | None = None) -> float:
     """Run one `awc tick` process over the ready jobs already enqueued and
     return its jobs/s from the database: from the first claim to the last
-    completion of the jobs with ids from `first_id` that it ran."""
+    completion of the jobs with ids from `first_id` that it ran. `awc_path`
+    puts another installation of awc first (bench.limits: the one before)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    path = str(ROOT) if awc_path is None else f"{awc_path}{os.pathsep}{ROOT}"
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
-               PYTHONPATH=str(ROOT), AWC_TICK_MAX_SECS="600")
+               PYTHONPATH=path, AWC_TICK_MAX_SECS="600")
     done = subprocess.run(
         [sys.executable, "-m", "tick.cli", "tick", "--max-jobs", str(jobs),
          "--concurrency", str(concurrency), "--json"],

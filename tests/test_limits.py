@@ -63,6 +63,18 @@ def test_max_running_holds_across_concurrent_ticks_and_others_flow(
     assert most_at_once(conn) == 3  # reached, never passed
 
 
+@pytest.mark.parametrize("lane", [["--queue", "q1"], ["--queue", "q1", "--queue", "q2"],
+                                  ["--kind", "timed"]])
+def test_every_claim_lane_obeys_the_limits(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], lane: list[str]
+) -> None:
+    assert run_awc(awc_env, "limits", "set", "kind:timed", "--max-running", "2").returncode == 0
+    enqueue_many(conn, [{"kind": "timed", "queue": "q1", "payload": {"secs": 0.2}}] * 8)
+    ticks_at_once({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, 4, *lane)
+    assert state_counts(conn, "timed") == {"COMPLETED": 8}
+    assert most_at_once(conn) == 2
+
+
 def test_a_rate_holds_in_every_window_across_concurrent_ticks(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -1,0 +1,123 @@
+"""limits (SPEC §18): what global limits cost the claim.
+
+    python -m bench.limits [--jobs 20000] [--concurrency 256] [--runs 3]
+                           [--before REV]
+
+Three drains of N no-op jobs by one `awc tick` process, interleaved, in the
+same run: awc as it was before limits (REV, by default the commit before
+migrations/0006_limits.sql, installed apart from this checkout and draining
+its own database), awc now with no limit rows, and awc now with 10 limit
+rows none of which binds (the no-op kind's max_running far above what runs,
+and nine more kinds). Jobs/s of each and the ratios now/before (target ≥ 0.97)
+and limited/unlimited (target ≥ 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from bench.common import ROOT, bench_url, enqueue_noops, machine, median, report, reset, server_url
+from bench.drain import drain_prepared
+from tick.db import connect
+
+BEFORE_DB = "awc_bench_before"
+
+
+def before_rev() -> str:
+    """The commit before global limits landed."""
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "migrations/0006_limits.sql"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if not added:
+        raise SystemExit("bench.limits: no commit adds migrations/0006_limits.sql; give --before")
+    return f"{added[-1]}^"
+
+
+def install_before(rev: str, into: Path) -> str:
+    """awc at `rev`, installed (not editable) into a directory of its own."""
+    tree = into / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        site = into / "site"
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(site), str(tree)],
+                       check=True, capture_output=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
+                       capture_output=True)
+    return str(site)
+
+
+def before_url(site: str) -> str:
+    """A database migrated by the awc before limits."""
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BEFORE_DB}")
+        conn.execute(f"CREATE DATABASE {BEFORE_DB}")
+    url = make_conninfo(admin, dbname=BEFORE_DB)
+    subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
+                    "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
+                   env={"PYTHONPATH": site, "PATH": "/usr/bin:/bin"}, check=True)
+    return url
+
+
+def one(url: str, jobs: int, concurrency: int, limits: int, site: str | None = None) -> float:
+    with connect(url) as conn:
+        reset(conn)
+        if site is None:
+            conn.execute("DELETE FROM awc.limits")
+            if limits:
+                conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
+                             "VALUES ('kind', 'noop', 1000000)")
+                conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
+                             "SELECT 'kind', 'other-' || n, 5, 100, 60 "
+                             "FROM generate_series(1, %s) AS n", (limits - 1,))
+        enqueue_noops(conn, jobs)
+    return drain_prepared(url, jobs, concurrency, awc_path=site)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--before", help="the commit to compare with")
+    args = parser.parse_args(argv)
+    url = bench_url()
+    rev = args.before or before_rev()
+    with tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
+        site = install_before(rev, Path(scratch))
+        old_url = before_url(site)
+        before, none, ten = [], [], []
+        for _ in range(args.runs):  # interleaved: the machine's noise falls on all three
+            before.append(one(old_url, args.jobs, args.concurrency, 0, site))
+            none.append(one(url, args.jobs, args.concurrency, 0))
+            ten.append(one(url, args.jobs, args.concurrency, 10))
+    with psycopg.connect(server_url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BEFORE_DB}")
+    figures = {
+        "before_jobs_per_s": round(median(before)),
+        "no_limits_jobs_per_s": round(median(none)),
+        "ten_limits_jobs_per_s": round(median(ten)),
+        "no_limits_over_before": round(median(none) / median(before), 3),
+        "ten_limits_over_no_limits": round(median(ten) / median(none), 3),
+    }
+    with connect(url) as conn:
+        conn.execute("DELETE FROM awc.limits")
+        report("limits", figures, {"machine": machine(conn), "driver": "awc tick (one process)",
+                                   "jobs": args.jobs, "concurrency": args.concurrency,
+                                   "runs": args.runs, "before": rev})
+    return figures
+
+
+if __name__ == "__main__":
+    main()

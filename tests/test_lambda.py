@@ -125,6 +125,21 @@ def test_warm_invocations_share_one_connection_and_reconnect_when_dropped(
     assert lam.WARM.connects == 2 and lam.WARM.conn.info.backend_pid != pid
 
 
+def test_a_warm_invocation_with_nothing_to_do_costs_two_round_trips(
+    lam: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """SPEC §16 and the brief's Lambda budget: maintenance (with the history
+    row) and one claim (completing it), nothing else, on the warm connection."""
+    from tests.test_ticks import round_trips
+
+    lam.handler(SCHEDULER_EVENT, Context(10))  # cold: connect, migrate, register
+    warm = lam.WARM.conn
+    assert round_trips(warm, lambda: lam.handler(SCHEDULER_EVENT, Context(10))) == 2
+    rows = conn.execute("SELECT finished_at IS NOT NULL FROM awc.ticks WHERE driver = 'lambda'"
+                        ).fetchall()
+    assert rows == [(True,), (True,)]
+
+
 def test_a_malformed_event_is_an_error(lam: Any, conn: psycopg.Connection[Any]) -> None:
     job_id = enqueue(conn, "ledger")
     for bad, needle in (({"max_jobs": "lots"}, "max_jobs"), ({"max_jobs": 0}, "max_jobs"),

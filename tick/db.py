@@ -9,6 +9,8 @@ server-side prepared statements off when `AWC_DB_PREPARE=false`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
@@ -140,6 +142,32 @@ def as_database_error(
     if isinstance(error, DatabaseError):
         return error
     return database_error(error, None, doing, conn)
+
+
+@contextmanager
+def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Run the statements executed inside as one transaction in one exchange
+    with the server: BEGIN, them, COMMIT, pipelined behind a single Sync.
+
+    psycopg's `transaction()` in a pipeline syncs at BEGIN and at COMMIT, so a
+    round trip costs three or four turns of the connection; this one costs
+    one. Results are read after the block. If anything fails, the open
+    transaction is rolled back and the error raised.
+    """
+    from psycopg import pq
+
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status in (pq.TransactionStatus.INTRANS,
+                                            pq.TransactionStatus.INERROR):
+            # A lost connection took its transaction with it.
+            with suppress(Exception):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:

@@ -55,27 +55,32 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
     Returns (rescued to PENDING, moved to FAILED); (0, 0) when another process
     holds the rescue lock.
     """
-    rescued, failed, _, _ = _rescue(conn, limit, None)
+    rescued, failed, _, _, _ = _rescue(conn, limit, None)
     return rescued, failed
 
 
 def _rescue(
     conn: psycopg.Connection[Any], limit: int, start: TickStart | None
-) -> tuple[int, int, bool, int | None]:
-    """`rescue`, whether a schedule is due, and the id of the history row
-    inserted for `start`: all asked in the lock's own statement, so a tick
-    pays no extra round trip for schedules or history (SPEC §15, §16)."""
-    params = {"key": RESCUE_LOCK_KEY, **(start.params() if start else NO_START)}
-    with conn.transaction():
-        row = conn.execute(sql("rescue_lock"), params).fetchone()
-        locked, due, tick_id = (bool(row[0]), bool(row[1]), row[2]) if row else (
-            False, False, None)
-        if not locked:
-            return 0, 0, due, tick_id
+) -> tuple[int, int, bool, int | None, bool]:
+    """`rescue`, whether a schedule is due, the id of the history row
+    inserted for `start`, and whether the prune is due: all asked in the
+    lock's own statement and sent with the rescue in one exchange, so a tick
+    pays no extra round trip for schedules, history or the prune check
+    (SPEC §15, §16)."""
+    from tick.db import one_exchange
+
+    params = {"key": RESCUE_LOCK_KEY, "prune_every": PRUNE_EVERY_SECS,
+              **(start.params() if start else NO_START)}
+    with one_exchange(conn):  # the lock, the checks and the rescue: one turn
+        lock = conn.execute(sql("rescue_lock"), params)
         conn.execute(sql("pin_plans"))
-        rows = conn.execute(sql("rescue_jobs"), {"limit": limit}).fetchall()
+        rescue = conn.execute(sql("rescue_jobs"), {"limit": limit, "key": RESCUE_LOCK_KEY})
+    row = lock.fetchone()
+    due, tick_id, prune_due = (bool(row[1]), row[2], bool(row[3])) if row else (
+        False, None, False)
+    rows = rescue.fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
-    return len(rows) - failed, failed, due, tick_id
+    return len(rows) - failed, failed, due, tick_id, prune_due
 
 
 def prune(
@@ -144,14 +149,17 @@ def run_maintenance(
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
     when due."""
-    rescued, rescued_failed, due, tick_id = _rescue(conn, RESCUE_LIMIT, start)
+    rescued, rescued_failed, due, tick_id, prune_due = _rescue(conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
 
         fired = fire_due(conn)
-    pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
-                   ledger_after_secs=schedule_history_secs, ticks_after_secs=tick_history_secs)
+    pruned = 0
+    if prune_due:  # asked again under the prune's lock: another process may be at it
+        pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
+                       ledger_after_secs=schedule_history_secs,
+                       ticks_after_secs=tick_history_secs)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                                  tick_id=tick_id)

@@ -122,8 +122,8 @@ def round_trip(
 ) -> RoundTrip:
     """Record a flush of outcomes and claim the next batch in one round trip.
 
-    The statements are pipelined in one transaction: the server runs them back
-    to back, commits once, and the client waits once. Every write is fenced on
+    The statements are pipelined in one transaction (`db.one_exchange`): the
+    server runs them back to back, commits once, and the client waits once. Every write is fenced on
     (id, claim_token, RUNNING). `tail`, a statement that sees what the claim
     did, goes last (the tick history's completion, SPEC §16).
     """
@@ -133,7 +133,9 @@ def round_trip(
     limited_cur = None
     claim_cur = None
     tail_cur = None
-    with conn.pipeline(), conn.transaction():
+    from tick.db import one_exchange
+
+    with one_exchange(conn):
         conn.execute(sql("pin_plans"))
         if writes.complete:
             ids, tokens, results = _unzip(writes.complete, 3)

@@ -178,6 +178,7 @@ class Warm:
     connects: int = 0
 
     prepared: bool = False
+    reused: bool = False  # this invocation's connection was a warm one
 
     def load(self) -> Settings:
         if self.settings is None:
@@ -197,17 +198,18 @@ class Warm:
             self.prepared = True
 
     def connection(self, settings: Settings) -> psycopg.Connection[Any]:
-        """The warm connection, pinged; reopened when it broke."""
-        import psycopg
+        """The warm connection, or a new one when there is none or it broke.
 
-        if self.conn is not None and not self.conn.closed:
-            try:
-                self.conn.execute("SELECT 1")
-                return self.conn
-            except psycopg.Error:
-                logger.warning("database connection lost; reconnecting",
-                               extra={"event": "database_reconnect"})
+        Not pinged: a warm invocation with nothing to do costs two round
+        trips, maintenance and one claim. A connection that died while the
+        environment was frozen fails the tick's first statement, and the
+        handler runs the tick once more on a new one (`handler`)."""
+        if self.conn is not None and not self.conn.closed and not self.conn.broken:
+            self.reused = True
+            return self.conn
+        if self.conn is not None:
             self.conn.close()
+        self.reused = False
         from tick.db import connect
         from tick.migrate import migrate
 
@@ -322,7 +324,19 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
                      kinds=parsed.kinds, queues=parsed.queues, driver="lambda",
                      correlation_id=correlation or (str(request) if request else None))
     try:
-        report = engine.run(spec)
+        try:
+            report = engine.run(spec)
+        except DatabaseError as error:
+            if not (error.connection_lost and WARM.reused and engine.last_tick_id is None):
+                raise
+            # The warm connection died while the environment was frozen (an
+            # idle timeout, a failover): nothing of this tick was recorded,
+            # so it runs once more, on a new connection.
+            logger.warning("database connection lost; reconnecting",
+                           extra={"event": "database_reconnect"})
+            WARM.drop()
+            WARM.connection(settings)
+            report = engine.run(spec)
     except DatabaseError as error:
         observer.api_error("database")
         observer.publish()

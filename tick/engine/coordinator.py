@@ -239,13 +239,14 @@ class Coordinator:
         maintenance = self.e.maintenance
         if maintenance is None:
             return
+        conn = self.e.conn  # once: after a failure the property would open a new one
         try:
             # A loop's rows are its stretches, not its runs.
-            done = maintenance(self.e.conn, None if self.spec.continuous else self.spec.history)
+            done = maintenance(conn, None if self.spec.continuous else self.spec.history)
         except DatabaseError:
             raise
         except Exception as error:
-            raise as_database_error(error, "maintenance", self.e.conn) from None
+            raise as_database_error(error, "maintenance", conn) from None
         self.tick_id = self.e.last_tick_id = done.tick_id
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
@@ -385,10 +386,11 @@ class Coordinator:
                if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
         if not old:
             return
+        conn = self.e.conn
         try:
-            lost = lost_claims(self.e.conn, old)
+            lost = lost_claims(conn, old)
         except Exception as error:
-            raise as_database_error(error, "checking claims", self.e.conn) from None
+            raise as_database_error(error, "checking claims", conn) from None
         for job_id in lost:
             run = self.running.get(job_id)
             if run is not None:

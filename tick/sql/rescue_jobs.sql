@@ -1,10 +1,14 @@
 -- Rescue (SPEC §4.2): RUNNING jobs whose lease expired go back to PENDING,
 -- claimable at once and keeping their place, or to FAILED once their attempts
 -- are spent, so a job that kills its worker cannot loop forever. Bounded.
+-- Only under the rescue lock (%(key)s), which rescue_lock.sql took earlier in
+-- this transaction when it could: taken again it answers at once, and
+-- nothing is rescued when another process holds it.
 WITH expired AS (
     SELECT id
     FROM awc.jobs
-    WHERE state = 'RUNNING'
+    WHERE (SELECT pg_try_advisory_xact_lock(%(key)s::bigint))
+      AND state = 'RUNNING'
       AND locked_until < now()
     ORDER BY locked_until
     LIMIT %(limit)s

@@ -1,0 +1,129 @@
+"""lambda (SPEC §14): what a scheduled Lambda invocation with nothing to do
+costs, since Lambda bills every millisecond of every idle schedule.
+
+    python -m bench.lambda_warm [--invocations 2000] [--runs 7]
+
+warm: the handler called in-process (real PostgreSQL, an empty queue, a fake
+context, a scheduler event) again and again after one cold call: p50 and p99
+of the call, and the round trips one warm call makes, counted from libpq's
+trace of the connection. The log lines go to /dev/null, as CloudWatch takes
+them off the process.
+
+cold import: a process importing the entry module
+(`tick.drivers.aws_lambda`), against one importing what any Python Lambda
+on PostgreSQL with powertools imports (psycopg, and powertools' Logger and
+Metrics), in the same run, interleaved; the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.common import ROOT, bench_url, machine, median, report, reset
+from tick.db import connect
+
+ENTRY = "import tick.drivers.aws_lambda"
+REFERENCE = "import psycopg; from aws_lambda_powertools import Logger, Metrics"
+
+
+class Context:
+    function_name = "awc-tick"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:awc-tick"
+    aws_request_id = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def child(invocations: int) -> None:
+    """Runs in its own process, stdout to /dev/null; figures on stderr."""
+    import tempfile
+
+    from psycopg import pq
+
+    import tick.drivers.aws_lambda as entry
+
+    event = {"scheduled_time": "2026-12-01T03:00:00Z", "execution_id": "bench"}
+    entry.handler(event, Context())  # cold
+    times = []
+    for _ in range(invocations):
+        began = time.perf_counter()
+        entry.handler(event, Context())
+        times.append(time.perf_counter() - began)
+    conn = entry.WARM.conn
+    assert conn is not None
+    threshold, conn.prepare_threshold = conn.prepare_threshold, None
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        entry.handler(event, Context())
+        conn.pgconn.untrace()
+        trace.seek(0)
+        turns, last = 0, ""
+        for line in trace:
+            turns += last == "F" and line[:1] == "B"
+            last = line[:1]
+    conn.prepare_threshold = threshold
+    times.sort()
+    print(json.dumps({"p50": times[len(times) // 2], "p99": times[int(len(times) * 0.99)],
+                      "round_trips": turns}), file=sys.stderr)
+
+
+def timed_import(code: str, env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    return time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--invocations", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.invocations)
+        return {}
+    url = bench_url()
+    with connect(url) as conn:
+        reset(conn)
+        conn.execute("TRUNCATE awc.ticks")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", PYTHONPATH=str(ROOT),
+               POWERTOOLS_METRICS_NAMESPACE="awc", POWERTOOLS_SERVICE_NAME="awc")
+    done = subprocess.run([sys.executable, "-m", "bench.lambda_warm", "--child",
+                           "--invocations", str(args.invocations)], env=env, cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"bench.lambda_warm: the warm loop failed:\n{done.stderr[-2000:]}")
+    warm = json.loads(done.stderr.strip().splitlines()[-1])
+    timed_import(ENTRY, env)  # warm the .pyc files and the page cache
+    entry, reference = [], []
+    for _ in range(args.runs):  # interleaved
+        entry.append(timed_import(ENTRY, env))
+        reference.append(timed_import(REFERENCE, env))
+    figures = {
+        "warm_p50_ms": round(warm["p50"] * 1000, 3),
+        "warm_p99_ms": round(warm["p99"] * 1000, 3),
+        "warm_round_trips": warm["round_trips"],
+        "cold_import_s": round(median(entry), 3),
+        "reference_import_s": round(median(reference), 3),
+        "cold_import_ratio": round(median(entry) / median(reference), 3),
+    }
+    with connect(url) as conn:
+        report("lambda_warm", figures, {"machine": machine(conn), "runs": args.runs,
+                                        "invocations": args.invocations})
+    return figures
+
+
+if __name__ == "__main__":
+    main()

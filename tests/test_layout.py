@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry", "tick.engine.report"),
     ("tick.events", "tick.metrics", "tick.export"),
-    ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush",
+    ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
      "tick.engine.coordinator", "tick.engine.api", "tick.engine"),
     # The handlers: stores, then trees, then what the kinds share, then kinds.
     ("tick.handlers.stores.base", "tick.handlers.stores.memory", "tick.handlers.stores.file",

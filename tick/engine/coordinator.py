@@ -18,7 +18,6 @@ import json
 import math
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +25,14 @@ from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext, Saving
-from tick.engine.flush import Flush, foreseen, send, settle
+from tick.engine.flush import Flush, send, settle
 from tick.engine.outcomes import error_text
-from tick.engine.report import TickReport
+from tick.engine.report import StopReason, TickReport
+from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline
 from tick.errors import DatabaseError
 from tick.events import report_fires
-from tick.history import Tail, close_quietly, closing, counts
+from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
 
 if TYPE_CHECKING:
@@ -67,10 +67,7 @@ class Coordinator:
         self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
-        self.tick_id: int | None = None  # this run's history row (SPEC §16), if any
-        # What a round trip's closing statement wrote to the history row (or
-        # the loop stretch's), to be corrected if the run ended otherwise.
-        self.closed: dict[str, Any] | None = None
+        self.row = HistoryRow(spec)  # this run's row of the history (SPEC §16)
 
     # -- the loop -------------------------------------------------------------
 
@@ -131,19 +128,6 @@ class Coordinator:
 
     # -- the history row (SPEC §16) -------------------------------------------
 
-    def _closing(self, report: TickReport, slots: list[str]) -> Tail | None:
-        """The statement that ends this run's row (a loop: its stretch's) as
-        `report` says, unless a claim for `slots` in its round trip takes a job."""
-        start = self.spec.history
-        if self.spec.continuous:
-            if start is None:
-                return None
-            began = datetime.now(UTC) - timedelta(seconds=time.monotonic() - self.began)
-            return closing(None, start, report, slots, started_at=began)
-        if self.tick_id is None:
-            return None
-        return closing(self.tick_id, start, report, slots)
-
     def _foresee(self, claim: ClaimRequest | None, batch: Flush) -> tuple[Tail, TickReport] | None:
         """If this round trip may end the run (a loop: its busy stretch), the
         closing statement to send last in it: nothing else runs, so the run
@@ -151,32 +135,21 @@ class Coordinator:
         of its own on the hot path)."""
         if self.running:
             return None
+        reason: StopReason
         if self.spec.continuous:
             if claim is None or self.report.claimed == 0:
                 return None  # a stretch ends only at a claim that comes back short
-            stop_reason = self.report.stop_reason
+            reason = self.report.stop_reason
         elif claim is None:
             if self.claims.ended is None:
                 return None
-            stop_reason = self.claims.stop_reason(self.deadline_cuts)
+            reason = self.claims.stop_reason(self.deadline_cuts)
         else:
-            stop_reason = "deadline" if self.deadline_cuts else "drained"
-        ahead = foreseen(self.report, batch)
-        ahead.stop_reason = stop_reason
-        tail = self._closing(ahead, claim.slots if claim is not None else [])
-        return None if tail is None else (tail, ahead)
+            reason = "deadline" if self.deadline_cuts else "drained"
+        return self.row.foresee(self.report, batch, claim, reason, self.began)
 
     def _close_history(self) -> None:
-        """At the end of the run (a loop: of a stretch), complete the row
-        unless a round trip's closing statement already wrote what happened."""
-        if self.spec.continuous and self.report.claimed == 0:
-            return  # no stretch to record
-        closed, self.closed = self.closed, None
-        if closed == counts(self.report):
-            return
-        tail = self._closing(self.report, [])
-        if tail is not None:
-            close_quietly(self.e.conn, tail, self.e.events)
+        self.row.close(self.e.conn, self.report, self.began, self.e.events)
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
@@ -247,7 +220,7 @@ class Coordinator:
             raise
         except Exception as error:
             raise as_database_error(error, "maintenance", conn) from None
-        self.tick_id = self.e.last_tick_id = done.tick_id
+        self.row.tick_id = self.e.last_tick_id = done.tick_id
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
         self.report.fired = done.fired
@@ -267,7 +240,7 @@ class Coordinator:
             self.flush.put_back(batch)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:
-            self.closed = counts(closing[1])
+            self.row.wrote(closing[1])
         try:
             settle(conn, batch.written, result.recorded, self.report, self.e.events,
                    self.e.observer)

@@ -1,0 +1,120 @@
+"""Every figure the README quotes, in one run, as a table of result,
+reference, ratio and target (the targets of the performance work).
+
+    python -m bench.all [--quick]
+
+Runs, one after the other on the same machine: pgbench's own claim +
+fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
+latency, backlog, schedules, limits and checkpoints (each also prints its
+own section and writes bench/results/<name>.json). `--quick` uses smaller
+sizes and fewer runs, for a look rather than a figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+# (figure, bench, how to read it from the figures) -> (result, reference, ratio, target, met)
+Row = tuple[str, str, str, str, str, str]
+
+
+def _run(name: str, argv: list[str]) -> dict[str, Any]:
+    module = importlib.import_module(f"bench.{name}")
+    figures: dict[str, Any] = module.main(argv)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    q = args.quick
+    runs = ["--runs", "1" if q else "3"]
+    got: dict[str, dict[str, Any]] = {}
+    plan: list[tuple[str, list[str]]] = [
+        ("pgbench", ["--batches", "256", "--secs", "5" if q else "10"]),
+        ("drain", [*runs, "--jobs", "5000" if q else "20000"]),
+        ("enqueue", [*runs, "--jobs", "50000" if q else "200000"]),
+        ("empty_tick", ["--runs", "3" if q else "7"]),
+        ("lambda_warm", ["--invocations", "300" if q else "2000", "--runs", "3" if q else "7"]),
+        ("latency", ["--jobs", "200" if q else "1000"]),
+        ("backlog", [*runs, "--big", "100000" if q else "1000000"]),
+        ("schedules", ["--runs", "3" if q else "7"]),
+        ("limits", [*runs, "--jobs", "5000" if q else "20000"]),
+        ("checkpoints", [*runs, "--jobs", "500" if q else "2000"]),
+    ]
+    for name, bench_argv in plan:
+        got[name] = _run(name, bench_argv)
+    rows = [_row(*spec, got) for spec in SPECS]
+    widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+    print("\n== all")
+    for line in [HEADER, *rows]:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
+    return rows
+
+
+HEADER: Row = ("figure", "result", "reference", "ratio", "target", "met")
+
+Get = Callable[[dict[str, dict[str, Any]]], float]
+
+
+def _row(figure: str, result: Get, reference: Get | None, target: str,
+         check: Callable[[float], bool], unit: str, got: dict[str, dict[str, Any]]) -> Row:
+    value = result(got)
+    ref = reference(got) if reference is not None else None
+    ratio = value / ref if ref else None
+    judged = ratio if ratio is not None else value
+    return (figure, f"{value:g}{unit}", "-" if ref is None else f"{ref:g}{unit}",
+            "-" if ratio is None else f"{ratio:.3f}", target, "yes" if check(judged) else "no")
+
+
+SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
+    ("drain, jobs/s, vs pgbench loop at batch 256",
+     lambda g: g["drain"]["drain_jobs_per_s"], lambda g: g["pgbench"]["batch_256_jobs_per_s"],
+     ">= 0.92", lambda r: r >= 0.92, ""),
+    ("enqueue, jobs/s, vs the server's COPY",
+     lambda g: g["enqueue"]["enqueue_jobs_per_s"],
+     lambda g: g["enqueue"]["server_ceiling_jobs_per_s"], ">= 0.95", lambda r: r >= 0.95, ""),
+    ("empty awc tick, s, vs python -c 'import psycopg'",
+     lambda g: g["empty_tick"]["empty_tick_s"], lambda g: g["empty_tick"]["import_psycopg_s"],
+     "<= 1.15", lambda r: r <= 1.15, ""),
+    ("warm Lambda, nothing to do, p50 ms", lambda g: g["lambda_warm"]["warm_p50_ms"], None,
+     "<= 1.0", lambda v: v <= 1.0, ""),
+    ("warm Lambda, p99 ms", lambda g: g["lambda_warm"]["warm_p99_ms"], None, "<= 3",
+     lambda v: v <= 3, ""),
+    ("warm Lambda, round trips", lambda g: g["lambda_warm"]["warm_round_trips"], None, "<= 2",
+     lambda v: v <= 2, ""),
+    ("Lambda entry cold import, s, vs psycopg + powertools",
+     lambda g: g["lambda_warm"]["cold_import_s"],
+     lambda g: g["lambda_warm"]["reference_import_s"], "<= 1.2", lambda r: r <= 1.2, ""),
+    ("awc loop latency p50, ms", lambda g: g["latency"]["p50_ms"], None, "<= 2",
+     lambda v: v <= 2, ""),
+    ("awc loop latency p99, ms", lambda g: g["latency"]["p99_ms"], None, "<= 10",
+     lambda v: v <= 10, ""),
+    ("drain with a 1M-job backlog vs 10k",
+     lambda g: g["backlog"]["big_table_jobs_per_s"],
+     lambda g: g["backlog"]["small_table_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("empty tick with 10,000 schedules none due vs none",
+     lambda g: g["schedules"]["empty_tick_without_s"],
+     lambda g: g["schedules"]["empty_tick_with_schedules_s"], ">= 0.95",
+     lambda r: r >= 0.95, ""),
+    ("drain, no limit rows, vs awc before limits",
+     lambda g: g["limits"]["no_limits_jobs_per_s"], lambda g: g["limits"]["before_jobs_per_s"],
+     ">= 0.97", lambda r: r >= 0.97, ""),
+    ("drain, 10 limits on other kinds, vs none",
+     lambda g: g["limits"]["ten_other_limits_jobs_per_s"],
+     lambda g: g["limits"]["no_limits_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("drain, its own kind limited (never binding), vs none",
+     lambda g: g["limits"]["own_limit_jobs_per_s"],
+     lambda g: g["limits"]["no_limits_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("checkpointing every 10 of 100 units of 16 KiB hashing, jobs/s, vs none",
+     lambda g: g["checkpoints"]["jobs_per_s_with"],
+     lambda g: g["checkpoints"]["jobs_per_s_without"], "(reported)", lambda r: True, ""),
+]
+
+
+if __name__ == "__main__":
+    main()

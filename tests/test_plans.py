@@ -64,13 +64,14 @@ def plan(url: str, statement: str, params: dict[str, Any], *, pinned: bool) -> s
     return json.dumps(rows[0])
 
 
-def scans(text: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def nodes(text: str) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    found: list[dict[str, Any]] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if "Relation Name" in node and node.get("Node Type") != "ModifyTable":
-                found.append((node["Node Type"], node.get("Index Name", "")))
+            if "Node Type" in node:
+                found.append(node)
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -79,6 +80,12 @@ def scans(text: str) -> list[tuple[str, str]]:
 
     walk(json.loads(text))
     return found
+
+
+def scans(text: str) -> list[tuple[str, str]]:
+    """(node type, index) of every scan of a relation."""
+    return [(n["Node Type"], n.get("Index Name", "")) for n in nodes(text)
+            if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
 
 
 def test_claim_walks_the_ready_index_in_order(big: str) -> None:
@@ -116,20 +123,8 @@ def test_claim_stays_on_its_index_with_stale_statistics(big: str) -> None:
 
 def seq_scanned(text: str, relation: str) -> bool:
     """True if the plan reads `relation` with a sequential scan."""
-    hits: list[bool] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            hits.append(node.get("Node Type") == "Seq Scan"
-                        and node.get("Relation Name") == relation)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(json.loads(text))
-    return any(hits)
+    return any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation
+               for n in nodes(text))
 
 
 def limited_plans(url: str, limits: list[tuple[str, str, int | None, int | None]]

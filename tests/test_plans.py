@@ -227,3 +227,63 @@ def test_prune_walks_the_finished_index(big: str) -> None:
                                                  "limit": PRUNE_BATCH}, pinned=True))
     assert any(index == "jobs_finished_idx" for _, index in found), found
     assert not any(node == "Seq Scan" for node, _ in found), found
+
+
+def generic_plan(url: str, name: str, params: dict[str, Any],
+                 limits: list[tuple[str, str, int | None, int | None]] | None = None) -> str:
+    """The plan a prepared statement runs with after psycopg prepared it:
+    the generic one, which the pin forces (`plan_cache_mode`), so no
+    execution pays for planning. PostgreSQL 15 has no EXPLAIN (GENERIC_PLAN):
+    the statement is PREPAREd with psycopg's own $n conversion and its plan
+    shown by EXPLAIN EXECUTE, in a transaction rolled back."""
+    from psycopg._queries import PostgresQuery
+    from psycopg.adapt import Transformer
+
+    with psycopg.connect(url) as conn:
+        for scope, target, most, rate in limits or []:
+            conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
+                         "VALUES (%s, %s, %s, %s, %s)",
+                         (scope, target, most, rate, None if rate is None else 60))
+        conn.execute(sql("pin_plans"))
+        if limits is not None:
+            conn.execute(sql("claim_limits"), params)
+        query = PostgresQuery(Transformer(conn))
+        query.convert(sql(name), params)
+        # The types psycopg sends with the values (a parameter may appear only
+        # in a comment, where the server cannot infer it).
+        types = [row[0] for row in conn.execute(
+            "SELECT CASE WHEN t = 0 THEN 'text' ELSE format_type(t, NULL) END "
+            "FROM unnest(%s::oid[]) WITH ORDINALITY AS u (t, n) ORDER BY n",
+            (list(query.types),))]  # 0: a string or a null, sent untyped
+        conn.execute(f"PREPARE awc_generic ({', '.join(types)}) AS ".encode() + query.query)
+        from psycopg import sql as compose
+
+        order = query._order or []  # the names, in $n order
+        values = compose.SQL(", ").join(compose.Literal(params[n]) for n in order)
+        row = conn.execute(compose.SQL("EXPLAIN (FORMAT JSON) EXECUTE awc_generic({})")
+                           .format(values)).fetchone()
+        conn.rollback()
+    assert row is not None
+    return json.dumps(row[0])
+
+
+def test_generic_plans_keep_their_indexes(big: str) -> None:
+    """The pinned transaction forces generic plans; they must walk the same
+    indexes as the custom plans the tests above check."""
+    claim = generic_plan(big, "claim_jobs", CLAIM)
+    assert ("Index Scan", "jobs_ready_idx") in scans(claim) and '"Sort"' not in claim
+    assert "$1" in claim or "$2" in claim  # a generic plan: parameters, not values
+    limited = generic_plan(big, "claim_limited_jobs", CLAIM, [("kind", "k3", 100_000, None),
+                                                             ("queue", "q1", None, 100_000)])
+    found = scans(limited)
+    assert ("Index Scan", "jobs_ready_kind_idx") in found, found
+    assert ("Index Scan", "jobs_ready_queue_idx") in found, found
+    assert not seq_scanned(limited, "jobs")
+    rescue = scans(generic_plan(big, "rescue_jobs", {"limit": RESCUE_LIMIT, "key": 1}))
+    assert ("Index Scan", "jobs_lease_idx") in rescue
+    with psycopg.connect(big) as conn:
+        rows = conn.execute("SELECT id, claim_token::text FROM awc.jobs WHERE state = 'RUNNING' "
+                            "LIMIT 256").fetchall()
+    complete = scans(generic_plan(big, "complete_jobs", {
+        "ids": [r[0] for r in rows], "tokens": [r[1] for r in rows], "results": [None] * 256}))
+    assert complete == [("Index Scan", "jobs_pkey")], complete

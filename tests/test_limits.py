@@ -158,3 +158,23 @@ def test_a_bad_limit_is_a_usage_error_and_writes_nothing(
     assert conn.execute("SELECT count(*) FROM awc.limits").fetchone() == (0,)
     missing = run_awc(awc_env, "limits", "clear", "kind:nothing")
     assert missing.returncode == 1 and missing.stderr.startswith("awc: no limit on kind")
+
+
+def test_the_held_back_gauge_follows_each_limit(conn: psycopg.Connection[Any]) -> None:
+    """SPEC §18, §9: `awc_limit_held_back_jobs{scope,name}`, sampled with the
+    queue gauges; a limit cleared since reads 0."""
+    from tick.limits import Limit, clear_limit, set_limit
+    from tick.metrics import Metrics
+
+    set_limit(conn, Limit("kind", "timed", max_running=0))
+    set_limit(conn, Limit("queue", "spare", max_running=5))
+    enqueue_many(conn, [{"kind": "timed"}] * 3 + [{"kind": "noop", "queue": "spare"}])
+    metrics = Metrics()
+    metrics.sample_queue(conn)
+    text = metrics.exposition().decode()
+    assert 'awc_limit_held_back_jobs{name="timed",scope="kind"} 3.0' in text
+    assert 'awc_limit_held_back_jobs{name="spare",scope="queue"} 0.0' in text  # has room
+    clear_limit(conn, "kind", "timed")
+    metrics.sample_queue(conn)
+    assert 'awc_limit_held_back_jobs{name="timed",scope="kind"} 0.0' \
+        in metrics.exposition().decode()

@@ -272,7 +272,6 @@ def test_generic_plans_keep_their_indexes(big: str) -> None:
     indexes as the custom plans the tests above check."""
     claim = generic_plan(big, "claim_jobs", CLAIM)
     assert ("Index Scan", "jobs_ready_idx") in scans(claim) and '"Sort"' not in claim
-    assert "$1" in claim or "$2" in claim  # a generic plan: parameters, not values
     limited = generic_plan(big, "claim_limited_jobs", CLAIM, [("kind", "k3", 100_000, None),
                                                              ("queue", "q1", None, 100_000)])
     found = scans(limited)

@@ -45,11 +45,8 @@ class Context:
 
 def child(invocations: int) -> None:
     """Runs in its own process, stdout to /dev/null; figures on stderr."""
-    import tempfile
-
-    from psycopg import pq
-
     import tick.drivers.aws_lambda as entry
+    from tick.db import exchanges
 
     event = {"scheduled_time": "2026-12-01T03:00:00Z", "execution_id": "bench"}
     entry.handler(event, Context())  # cold
@@ -60,18 +57,7 @@ def child(invocations: int) -> None:
         times.append(time.perf_counter() - began)
     conn = entry.WARM.conn
     assert conn is not None
-    threshold, conn.prepare_threshold = conn.prepare_threshold, None
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        entry.handler(event, Context())
-        conn.pgconn.untrace()
-        trace.seek(0)
-        turns, last = 0, ""
-        for line in trace:
-            turns += last == "F" and line[:1] == "B"
-            last = line[:1]
-    conn.prepare_threshold = threshold
+    turns = exchanges(conn, lambda: entry.handler(event, Context()))
     times.sort()
     print(json.dumps({"p50": times[len(times) // 2], "p99": times[int(len(times) * 0.99)],
                       "round_trips": turns}), file=sys.stderr)

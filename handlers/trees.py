@@ -131,7 +131,6 @@ class Walk:
     visited: set[tuple[str, str]] = field(default_factory=set)
     mismatched: set[str] = field(default_factory=set)  # bytes that do not hash to their digest
     todo: deque[tuple[str, str]] = field(default_factory=deque)
-    reads: int = 0  # objects read from the store by this walk (this claim)
     # With `journaled`, each finding as (digest, type, status) since the
     # journal last took them (`handlers.journal`).
     journaled: bool = False
@@ -211,7 +210,6 @@ def walk_closure(
             continue
         if between is not None:
             between()
-        walk.reads += 1
         try:
             if kind == "blob":
                 intact = _hashes_to(store, tenant_id, digest)

@@ -130,11 +130,11 @@ def test_a_warm_invocation_with_nothing_to_do_costs_two_round_trips(
 ) -> None:
     """SPEC §16 and the brief's Lambda budget: maintenance (with the history
     row) and one claim (completing it), nothing else, on the warm connection."""
-    from tests.test_ticks import round_trips
+    from tick.db import exchanges
 
     lam.handler(SCHEDULER_EVENT, Context(10))  # cold: connect, migrate, register
     warm = lam.WARM.conn
-    assert round_trips(warm, lambda: lam.handler(SCHEDULER_EVENT, Context(10))) == 2
+    assert exchanges(warm, lambda: lam.handler(SCHEDULER_EVENT, Context(10))) == 2
     rows = conn.execute("SELECT finished_at IS NOT NULL FROM awc.ticks WHERE driver = 'lambda'"
                         ).fetchall()
     assert rows == [(True,), (True,)]

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from tests.support import refuse_claims, run_awc, spawn, wait_for
+from tick.db import exchanges
 from tick.producer import enqueue, enqueue_many
 
 
@@ -130,32 +131,6 @@ def test_the_history_is_pruned_by_its_own_setting(conn: psycopg.Connection[Any])
     assert [r["worker_id"] for r in rows(conn)] == ["new"]
 
 
-def round_trips(conn: psycopg.Connection[Any], run: Any) -> int:
-    """How many exchanges `run` had with the server, from libpq's own trace
-    of the connection: each turn from client messages (F) to the server's
-    answers (B). Statements are not prepared meanwhile, since psycopg
-    prepares one in an exchange of its own at its fifth use."""
-    import tempfile
-
-    from psycopg import pq
-
-    threshold, conn.prepare_threshold = conn.prepare_threshold, None
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            run()
-        finally:
-            conn.pgconn.untrace()
-            conn.prepare_threshold = threshold
-        trace.seek(0)
-        turns, last = 0, ""
-        for line in trace:
-            turns += last == "F" and line[:1] == "B"
-            last = line[:1]
-        return turns
-
-
 def test_the_history_row_costs_no_round_trip(conn: psycopg.Connection[Any]) -> None:
     """SPEC §16: inserted and completed in statements the tick sends anyway,
     for an empty tick and a busy one (one slot, so the exchanges are the same
@@ -180,7 +155,7 @@ def test_the_history_row_costs_no_round_trip(conn: psycopg.Connection[Any]) -> N
         counts = []
         for history in (False, True, False):
             enqueue_many(conn, [{"kind": "noop"}] * jobs)
-            counts.append(round_trips(conn, lambda h=history: tick(h)))
+            counts.append(exchanges(conn, lambda h=history: tick(h)))
         assert counts[0] == counts[2], counts  # the exchanges are deterministic
         assert counts[1] == counts[0], f"{jobs} jobs: {counts}"
         row = rows(conn)[-1]

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.producer import INT4_MAX, NAME_LIMIT
 from tick.statements import sql
+from tick.text import text_refusal
 
 if TYPE_CHECKING:
     import psycopg
 
-NAME_LIMIT = 200  # as a kind's or a queue's (tick.producer)
-INT4_MAX = 2**31 - 1
 LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "running",
                 "window_claims", "held_back")
 
@@ -52,15 +52,9 @@ def parse_target(target: str) -> tuple[str, str]:
 def _check_name(name: str) -> str:
     if not name:
         raise LimitError("target", "names no kind or queue")
-    if len(name) > NAME_LIMIT:
-        raise LimitError("target", f"is longer than {NAME_LIMIT} characters")
-    if "\x00" in name:
-        raise LimitError("target", "contains a NUL character")
-    if not name.isascii():
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise LimitError("target", "contains a lone surrogate (not valid Unicode)") from None
+    refusal = text_refusal(name, NAME_LIMIT)  # as a kind's or a queue's (tick.producer)
+    if refusal is not None:
+        raise LimitError("target", refusal)
     return name
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
-from tick.text import jsonb_refusal
+from tick.text import jsonb_refusal, text_refusal
 
 if TYPE_CHECKING:
     import psycopg
@@ -46,18 +46,10 @@ class EnqueueError(ValueError):
 
 
 def _check_text(value: Any, field: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise EnqueueError(field, "must be a string")
-    if len(value) > limit:
-        raise EnqueueError(field, f"is longer than {limit} characters")
-    if "\x00" in value:
-        raise EnqueueError(field, "contains a NUL character")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise EnqueueError(field, "contains a lone surrogate (not valid Unicode)") from None
-    return value
+    refusal = text_refusal(value, limit)
+    if refusal is not None:
+        raise EnqueueError(field, refusal)
+    return str(value)
 
 
 def _check_int(value: Any, field: str, low: int, high: int) -> int:

@@ -43,6 +43,24 @@ def jsonb_refusal(text: str) -> str | None:
     return None
 
 
+def text_refusal(value: Any, limit: int) -> str | None:
+    """Why `value` cannot be stored as a name or key of at most `limit`
+    characters (PostgreSQL text holds neither NUL nor lone surrogates), or
+    None. The reason never quotes the value."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if len(value) > limit:
+        return f"is longer than {limit} characters"
+    if "\x00" in value:
+        return "contains a NUL character"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
 def json_value_text(value: Any) -> tuple[str | None, str | None]:
     """`value` as JSON text that jsonb stores as it is, or why it cannot be:
     (text, None) or (None, problem). The problem never quotes the value."""

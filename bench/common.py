@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -110,8 +111,43 @@ def median(values: Iterable[float]) -> float:
     return float(statistics.median(list(values)))
 
 
-def enqueue_noops(conn: psycopg.Connection[Any], n: int, batch: int = 10_000) -> None:
+def enqueue_noops(conn: psycopg.Connection[Any], n: int, batch: int = 10_000,
+                  kind: str = "noop") -> None:
+    """`n` jobs of `kind` (bench.kinds) with no payload."""
     from tick.producer import enqueue_many
 
     for start in range(0, n, batch):
-        enqueue_many(conn, [{"kind": "noop"}] * min(batch, n - start))
+        enqueue_many(conn, [{"kind": kind}] * min(batch, n - start))
+
+
+def install_before(rev: str, into: Path) -> str:
+    """awc at `rev`, laid out as its wheel installs it (tick/, with the
+    repository's migrations/ and handlers/ inside: docs/decisions/0008) in a
+    directory of its own."""
+    import shutil
+
+    tree = into / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        site = into / "site"
+        shutil.copytree(tree / "tick", site / "tick")
+        shutil.copytree(tree / "migrations", site / "tick" / "migrations")
+        shutil.copytree(tree / "handlers", site / "tick" / "handlers")
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
+                       capture_output=True)
+    return str(site)
+
+
+def before_url(site: str, name: str) -> str:
+    """A fresh database `name` migrated by the awc installed at `site`."""
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    url = make_conninfo(admin, dbname=name)
+    subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
+                    "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
+                   env={"PYTHONPATH": site, "PATH": "/usr/bin:/bin"}, check=True)
+    return url

@@ -10,27 +10,37 @@ its own database); awc now with no limit rows; with 10 limit rows on other
 kinds and queues (none binds); and with the drained kind's own max_running
 far above what runs, plus 9 more (every job then goes through the limited
 claim). Jobs/s of each and the ratios now/before (target ≥ 0.97) and with
-limits/without (target ≥ 0.9).
+limits/without (target ≥ 0.9). Then a cold empty `awc tick` with the 10
+limits on other kinds and without any, interleaved (target ≥ 0.95).
 """
 
 from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
-from bench.common import ROOT, bench_url, enqueue_noops, machine, median, report, reset, server_url
+from bench.common import (
+    ROOT,
+    before_url,
+    bench_url,
+    enqueue_noops,
+    install_before,
+    machine,
+    median,
+    report,
+    reset,
+    server_url,
+)
 from bench.drain import drain_prepared
+from bench.empty_tick import env_for, once
 from tick.db import connect
 
 BEFORE_DB = "awc_bench_before"
-
 
 def before_rev() -> str:
     """The commit before global limits landed."""
@@ -40,39 +50,6 @@ def before_rev() -> str:
     if not added:
         raise SystemExit("bench.limits: no commit adds migrations/0006_limits.sql; give --before")
     return f"{added[-1]}^"
-
-
-def install_before(rev: str, into: Path) -> str:
-    """awc at `rev`, laid out as its wheel installs it (tick/, with the
-    repository's migrations/ and handlers/ inside: docs/decisions/0008) in a
-    directory of its own."""
-    import shutil
-
-    tree = into / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
-                   check=True, capture_output=True)
-    try:
-        site = into / "site"
-        shutil.copytree(tree / "tick", site / "tick")
-        shutil.copytree(tree / "migrations", site / "tick" / "migrations")
-        shutil.copytree(tree / "handlers", site / "tick" / "handlers")
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
-                       capture_output=True)
-    return str(site)
-
-
-def before_url(site: str) -> str:
-    """A database migrated by the awc before limits."""
-    admin = server_url()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BEFORE_DB}")
-        conn.execute(f"CREATE DATABASE {BEFORE_DB}")
-    url = make_conninfo(admin, dbname=BEFORE_DB)
-    subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
-                    "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
-                   env={"PYTHONPATH": site, "PATH": "/usr/bin:/bin"}, check=True)
-    return url
 
 
 def one(url: str, jobs: int, concurrency: int, limits: str, site: str | None = None) -> float:
@@ -87,12 +64,16 @@ def one(url: str, jobs: int, concurrency: int, limits: str, site: str | None = N
                 conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
                              "VALUES ('kind', 'noop', 1000000)")
             if limits != "none":
-                conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
-                             "SELECT CASE WHEN n %% 2 = 0 THEN 'kind' ELSE 'queue' END, "
-                             "'other-' || n, 5, 100, 60 FROM generate_series(1, %s) AS n",
-                             (9 if limits == "own" else 10,))
+                _add_limits(conn, 9 if limits == "own" else 10)
         enqueue_noops(conn, jobs)
     return drain_prepared(url, jobs, concurrency, awc_path=site)
+
+
+def _add_limits(conn: psycopg.Connection[Any], n: int) -> None:
+    """`n` limits on other kinds and queues, none of which binds."""
+    conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
+                 "SELECT CASE WHEN n %% 2 = 0 THEN 'kind' ELSE 'queue' END, "
+                 "'other-' || n, 5, 100, 60 FROM generate_series(1, %s) AS n", (n,))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -106,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rev = args.before or before_rev()
     with tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         site = install_before(rev, Path(scratch))
-        old_url = before_url(site)
+        old_url = before_url(site, BEFORE_DB)
         before, none, other, own = [], [], [], []
         for _ in range(args.runs):  # interleaved: the machine's noise falls on all
             before.append(one(old_url, args.jobs, args.concurrency, "none", site))
@@ -124,6 +105,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ten_other_limits_over_no_limits": round(median(other) / median(none), 3),
         "own_limit_over_no_limits": round(median(own) / median(none), 3),
     }
+    empty_with, empty_without = [], []
+    env = env_for(url)
+    for _ in range(args.runs * 2):
+        with connect(url) as conn:
+            reset(conn)
+            conn.execute("DELETE FROM awc.limits")
+        empty_without.append(once(env))
+        with connect(url) as conn:
+            _add_limits(conn, 10)
+        empty_with.append(once(env))
+    figures.update({
+        "empty_tick_ten_limits_s": round(median(empty_with), 3),
+        "empty_tick_no_limits_s": round(median(empty_without), 3),
+        "empty_tick_no_limits_over_ten": round(median(empty_without) / median(empty_with), 3),
+    })
     with connect(url) as conn:
         conn.execute("DELETE FROM awc.limits")
         report("limits", figures, {"machine": machine(conn), "driver": "awc tick (one process)",

@@ -11,7 +11,8 @@ empty tick: a cold `awc tick` process with nothing to do, in the same run,
 interleaved, on a database holding 10,000 schedules none of which is due
 against the same database with none; the ratio (≥ 0.95 is the target) is
 what the due check costs: one entry of an index, in a statement every tick
-sends anyway.
+sends anyway. drain: `--drain` no-op jobs drained by one `awc tick` process
+with and without the same 10,000 schedules, interleaved (target ≥ 0.95).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import argparse
 import time
 from typing import Any
 
-from bench.common import bench_url, machine, median, report, reset
+from bench.common import bench_url, enqueue_noops, machine, median, report, reset
+from bench.drain import drain_prepared
 from bench.empty_tick import env_for, once
 from tick.db import connect
 
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--drain", type=int, default=10_000)
+    parser.add_argument("--drain-runs", type=int, default=3)
     args = parser.parse_args(argv)
     url = bench_url()
     with connect(url) as conn:
@@ -72,8 +76,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         without.append(once(env))
         with connect(url) as conn:
             conn.execute("INSERT INTO awc.schedules SELECT * FROM public.awc_bench_schedules")
+    drain_with, drain_without = [], []
+    for _ in range(args.drain_runs):
+        drain_with.append(_drain(url, args.drain))
+        with connect(url) as conn:
+            conn.execute("TRUNCATE awc.schedules")
+        drain_without.append(_drain(url, args.drain))
+        with connect(url) as conn:
+            conn.execute("INSERT INTO awc.schedules SELECT * FROM public.awc_bench_schedules")
     with connect(url) as conn:
         conn.execute("DROP TABLE public.awc_bench_schedules")
+        conn.execute("TRUNCATE awc.schedules, awc.schedule_fires")
     figures = {
         "fires_per_s": round(enqueued / took),
         "fired": enqueued,
@@ -81,11 +94,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "empty_tick_with_schedules_s": round(median(with_schedules), 3),
         "empty_tick_without_s": round(median(without), 3),
         "ratio_without_over_with": round(median(without) / median(with_schedules), 3),
+        "drain_with_schedules_jobs_per_s": round(median(drain_with)),
+        "drain_without_jobs_per_s": round(median(drain_without)),
+        "drain_with_over_without": round(median(drain_with) / median(drain_without), 3),
     }
     with connect(url) as conn:
         report("schedules", figures, {"machine": machine(conn), "schedules": args.schedules,
                                       "runs": args.runs})
     return figures
+
+
+def _drain(url: str, jobs: int) -> float:
+    with connect(url) as conn:
+        conn.execute("TRUNCATE awc.jobs, awc.walk_marks RESTART IDENTITY")
+        enqueue_noops(conn, jobs)
+        conn.execute("VACUUM ANALYZE awc.jobs")
+    return drain_prepared(url, jobs, 256)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,9 @@ CREATE INDEX jobs_ready_kind_idx ON awc.jobs (kind, priority DESC, run_at, id)
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');
+-- The console's dead letters and cancelled jobs (SPEC §19).
+CREATE INDEX jobs_dead_idx ON awc.jobs (state, id)
+    WHERE state IN ('FAILED', 'CANCELLED');
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON awc.jobs (dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING');
 
@@ -193,6 +196,9 @@ CREATE TABLE awc.schedule_fires (
 );
 -- Pruning the ledger by age (AWC_SCHEDULE_HISTORY_SECS).
 CREATE INDEX schedule_fires_recorded_idx ON awc.schedule_fires (recorded_at);
+-- A job's detail page names the fire that made it (SPEC §19).
+CREATE INDEX schedule_fires_job_idx ON awc.schedule_fires (job_id)
+    WHERE job_id IS NOT NULL;
 
 CREATE TABLE awc.ticks (
     id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -19,6 +19,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
 from tick.cli_schedules import schedules_group
+from tick.cli_ui import ui_command
 from tick.errors import AwcError
 from tick.settings import Settings, load_settings
 
@@ -208,6 +209,7 @@ for _command in QUEUE_COMMANDS:  # enqueue and the operator commands (tick/cli_q
     cli.add_command(_command)
 cli.add_command(schedules_group)  # tick/cli_schedules.py
 cli.add_command(limits_group)  # tick/cli_limits.py
+cli.add_command(ui_command)  # tick/cli_ui.py
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -197,6 +197,18 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
+def connect_options(*, prepare: bool = True) -> dict[str, Any]:
+    """The options of every awc connection (autocommit, timeouts, name), for
+    `connect` and for a pool that opens connections itself (the console)."""
+    return {
+        "autocommit": True,
+        "prepare_threshold": 5 if prepare else None,
+        "connect_timeout": CONNECT_TIMEOUT_SECS,
+        "application_name": APPLICATION_NAME,
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+    }
+
+
 def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
     """Open an autocommit connection with awc's timeouts.
 
@@ -206,15 +218,7 @@ def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connect
     import psycopg
 
     try:
-        return psycopg.connect(
-            dsn,
-            autocommit=True,
-            prepare_threshold=5 if prepare else None,
-            connect_timeout=CONNECT_TIMEOUT_SECS,
-            application_name=APPLICATION_NAME,
-            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-            **kwargs,
-        )
+        return psycopg.connect(dsn, **connect_options(prepare=prepare), **kwargs)
     except psycopg.Error as error:
         raise database_error(
             error, dsn, f"cannot connect to {describe_target(dsn)}"

@@ -53,6 +53,9 @@ DAY = 86400
 CENTURY = 100 * 365 * 86400
 COUNT_MAX = 10_000_000
 
+UI_TOKEN_MIN = 16
+UI_TOKEN_MAX = 1024
+
 Flag = Annotated[bool, BeforeValidator(_strict_bool)]
 Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -97,17 +100,33 @@ class Settings(BaseModel):
     s3_force_path_style: Flag = False
     schedule_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 2592000
     tick_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
+    # The console (SPEC §19): closed without a token; a secret like the URL.
+    ui_token: SecretStr | None = None
+    ui_read_only: Flag = False
 
     @field_validator(
         "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",
         "database_url_file",
-        "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url",
+        "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url", "ui_token",
         mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         # An exported-but-empty variable (VAR=) means "unset", as shells intend.
         return None if value == "" else value
+
+    @field_validator("ui_token", mode="after")
+    @classmethod
+    def _check_ui_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        text = value.get_secret_value()
+        if len(text) < UI_TOKEN_MIN:
+            raise ValueError(f"must be at least {UI_TOKEN_MIN} characters")
+        if len(text) > UI_TOKEN_MAX or not text.isprintable() or text != text.strip():
+            raise ValueError(f"must be at most {UI_TOKEN_MAX} printable characters, "
+                             "with no surrounding space")
+        return value
 
     @field_validator("database_url", mode="before")
     @classmethod
@@ -165,6 +184,13 @@ class Settings(BaseModel):
                 raise SettingsError("AWC_DATABASE_URL_FILE: the file is empty")
             return check_dsn(text, "AWC_DATABASE_URL_FILE")
         raise SettingsError("DATABASE_URL is required but not set")
+
+    def require_ui_token(self) -> str:
+        """`AWC_UI_TOKEN`, without which the console does not start."""
+        if self.ui_token is None:
+            raise SettingsError("AWC_UI_TOKEN is required by awc ui (at least "
+                                f"{UI_TOKEN_MIN} characters); the console is closed without it")
+        return self.ui_token.get_secret_value()
 
     def require_cas_url(self) -> str:
         """`AWC_CAS_URL`, required by the commands that run jobs."""

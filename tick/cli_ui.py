@@ -1,0 +1,79 @@
+"""`awc ui` (SPEC §19): the console, served by uvicorn.
+
+An operator command: it never migrates (SPEC §3), and it will not start
+without `AWC_UI_TOKEN`. It binds its socket itself, so a port in use is one
+`awc:` line and exit 1 rather than uvicorn's own exit.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import click
+
+from tick.errors import AwcError
+from tick.settings import load_settings
+
+POOL_SIZE = 4  # uvicorn's worker threads borrow these; pages are short
+
+
+class ListenError(AwcError):
+    pass
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _configure(conn: Any) -> None:
+    from tick.loaders import for_operators
+
+    for_operators(conn)
+
+
+@click.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback exposes the console.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+def ui_command(host: str, port: int) -> None:
+    """Serve the web console (needs AWC_UI_TOKEN; AWC_UI_READ_ONLY=true for no actions)."""
+    try:
+        import uvicorn
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise AwcError("awc ui needs the ui extra: pip install 'awc-worker[ui]'") from None
+    from tick.db import connect_options
+    from tick.drivers.compose import open_operator_database
+    from tick.ui.app import build_app
+
+    settings = load_settings()
+    token = settings.require_ui_token()
+    dsn = settings.dsn()
+    open_operator_database(settings).close()  # reachable, and the schema is current
+    sock = listen(host, port)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn, min_size=1, max_size=POOL_SIZE, open=False, configure=_configure,
+        kwargs=connect_options(prepare=settings.db_prepare), name="awc-ui")
+    pool.open(wait=True, timeout=10)
+    try:
+        bound = sock.getsockname()
+        mode = " (read-only)" if settings.ui_read_only else ""
+        click.echo(f"awc ui: serving on http://{host}:{bound[1]}{mode}", err=True)
+        config = uvicorn.Config(build_app(pool, token, settings.ui_read_only),
+                                log_level="warning", access_log=False, server_header=False,
+                                proxy_headers=False)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        pool.close()
+        sock.close()

@@ -1,0 +1,32 @@
+-- The jobs a console bulk action would touch (SPEC §19): those matching the
+-- filter in the states the action applies to (%(states)s: FAILED and
+-- CANCELLED for retry, PENDING and RUNNING for cancel), at most %(cap)s of
+-- them. Each state is its own branch with the state as a literal, so each
+-- reads its partial index (jobs_dead_idx, jobs_ready_kind_idx or
+-- jobs_ready_queue_idx or jobs_ready_idx, the lease index) and the preview's
+-- count and the action read at most %(cap)s rows per state.
+(SELECT id FROM awc.jobs
+ WHERE 'FAILED' = ANY(%(states)s::text[]) AND state = 'FAILED'
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ LIMIT %(cap)s)
+UNION ALL
+(SELECT id FROM awc.jobs
+ WHERE 'CANCELLED' = ANY(%(states)s::text[]) AND state = 'CANCELLED'
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ LIMIT %(cap)s)
+UNION ALL
+(SELECT id FROM awc.jobs
+ WHERE 'PENDING' = ANY(%(states)s::text[]) AND state = 'PENDING'
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ LIMIT %(cap)s)
+UNION ALL
+(SELECT id FROM awc.jobs
+ WHERE 'RUNNING' = ANY(%(states)s::text[]) AND state = 'RUNNING'
+   AND locked_until IS NOT NULL
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ LIMIT %(cap)s)
+LIMIT %(cap)s

@@ -1,0 +1,31 @@
+-- Console bulk retry (SPEC §4.2, §19): the FAILED or CANCELLED jobs among
+-- %(ids)s return to PENDING with a fresh attempt budget. A job whose dedupe
+-- key a live job holds stays as it is (a single retry says so), and of
+-- several sharing one key only the newest is revived, so the statement
+-- never trips the key's unique index.
+WITH picked AS (
+    SELECT DISTINCT ON (coalesce(j.dedupe_key, j.id::text)) j.id
+    FROM awc.jobs AS j
+    WHERE j.id = ANY(%(ids)s::bigint[])
+      AND j.state IN ('FAILED', 'CANCELLED')
+      AND (j.dedupe_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM awc.jobs AS live
+               WHERE live.dedupe_key = j.dedupe_key AND live.state IN ('PENDING', 'RUNNING')))
+    ORDER BY coalesce(j.dedupe_key, j.id::text), j.id DESC
+), revived AS (
+    UPDATE awc.jobs AS j
+    SET state = 'PENDING',
+        attempts = 0,
+        run_at = now(),
+        result = NULL,
+        finished_at = NULL,
+        locked_by = NULL,
+        locked_until = NULL,
+        claim_token = NULL,
+        updated_at = now()
+    FROM picked
+    WHERE j.id = picked.id
+      AND j.state IN ('FAILED', 'CANCELLED')
+    RETURNING j.id
+)
+SELECT count(*), pg_notify('awc_jobs', '') FROM revived

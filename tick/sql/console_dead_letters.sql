@@ -1,0 +1,7 @@
+-- The console's overview: the newest dead letters (FAILED jobs), through
+-- jobs_dead_idx.
+SELECT id, kind, queue, attempts, max_attempts, updated_at, last_error
+FROM awc.jobs
+WHERE state = 'FAILED'
+ORDER BY id DESC
+LIMIT %(limit)s

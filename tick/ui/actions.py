@@ -1,0 +1,107 @@
+"""What the console changes (SPEC §19), each change and its audit event in
+one transaction, so an action is recorded exactly when it happened.
+
+Single actions reuse the operator commands (`tick.admin`, `tick.schedules`)
+and their refusals; bulk actions touch at most `BULK_CAP` jobs, the same set
+the preview counted (read through indexes, never a scan).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tick.statements import sql
+from tick.ui.filters import JobFilter
+
+if TYPE_CHECKING:
+    import psycopg
+
+BULK_CAP = 10_000
+BULK_STATES = {"retry": ("FAILED", "CANCELLED"), "cancel": ("PENDING", "RUNNING")}
+
+
+def _audit(conn: psycopg.Connection[Any], action: str, subject: str,
+           detail: dict[str, Any] | None = None) -> None:
+    conn.execute(sql("console_audit"), {
+        "event": f"console.{action}", "subject": subject,
+        "detail": None if detail is None else json.dumps(detail, ensure_ascii=False)})
+
+
+def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Retry one FAILED or CANCELLED job (a `JobStateError` says why not)."""
+    from tick.admin import retry as retry_job
+
+    with conn.transaction():
+        retry_job(conn, job_id)
+        _audit(conn, "retry", f"job:{job_id}")
+
+
+def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Cancel one PENDING or RUNNING job (a `JobStateError` says why not)."""
+    from tick.admin import cancel as cancel_job
+
+    with conn.transaction():
+        cancel_job(conn, job_id)
+        _audit(conn, "cancel", f"job:{job_id}")
+
+
+def schedule(conn: psycopg.Connection[Any], action: str, name: str) -> int | None:
+    """Pause, resume or trigger a schedule; trigger returns the job's id.
+    A missing schedule is a `ScheduleNotFound`."""
+    from tick import schedules
+
+    with conn.transaction():
+        job = None
+        if action == "pause":
+            schedules.pause(conn, name)
+        elif action == "resume":
+            schedules.resume(conn, name)
+        else:
+            job = schedules.trigger(conn, name)
+        _audit(conn, action, f"schedule:{name}", None if job is None else {"job_id": job})
+    return job
+
+
+@dataclass(frozen=True)
+class Bulk:
+    action: str  # "retry" or "cancel"
+    where: JobFilter
+
+    def states(self) -> list[str]:
+        eligible = BULK_STATES[self.action]
+        if self.where.state is None:
+            return list(eligible)
+        return [self.where.state] if self.where.state in eligible else []
+
+    def _candidates(self, conn: psycopg.Connection[Any]) -> list[int]:
+        states = self.states()
+        if not states:
+            return []
+        if self.where.id is not None:
+            row = conn.execute(sql("console_job_listed"), {
+                "id": self.where.id, "state": None, "kind": self.where.kind,
+                "queue": self.where.queue}).fetchone()
+            return [self.where.id] if row is not None and row[2] in states else []
+        rows = conn.execute(sql("console_bulk_candidates"), {
+            "states": states, "kind": self.where.kind, "queue": self.where.queue,
+            "cap": BULK_CAP}).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def preview(self, conn: psycopg.Connection[Any]) -> int:
+        """How many jobs the action would touch now (at most `BULK_CAP`)."""
+        return len(self._candidates(conn))
+
+    def apply(self, conn: psycopg.Connection[Any]) -> int:
+        """Do it; the number of jobs changed."""
+        with conn.transaction():
+            ids = self._candidates(conn)
+            changed = 0
+            if ids:
+                row = conn.execute(sql(f"console_bulk_{self.action}"), {"ids": ids}).fetchone()
+                changed = int(row[0]) if row else 0
+            _audit(conn, f"bulk_{self.action}", "jobs", {
+                "filter": {k: v for k, v in vars(self.where).items() if v is not None},
+                "count": changed})
+        return changed

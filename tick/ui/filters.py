@@ -1,0 +1,115 @@
+"""What a console request asks for, parsed and refused at the door (SPEC §19).
+
+Every value a browser sends (query string or form) passes through here
+before any query sees it: a state must be one of the five, a kind, queue or
+driver a storable name, an id or cursor a positive 63-bit integer. Anything
+else is a `BadInput` naming the field (never echoing the value), which the
+app answers with a 400 page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlencode
+
+from tick.producer import NAME_LIMIT
+from tick.text import text_refusal
+
+STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+DRIVERS = ("tick", "loop", "lambda", "maintenance")
+MAX_ID = 2**63 - 1
+
+
+class BadInput(ValueError):
+    """A request value the console cannot use; the message names the field."""
+
+
+def _name(params: Mapping[str, str], field: str) -> str | None:
+    value = params.get(field, "").strip()
+    if not value:
+        return None
+    problem = text_refusal(value, NAME_LIMIT)
+    if problem is not None:
+        raise BadInput(f"{field} {problem}")
+    return value
+
+
+def _id(params: Mapping[str, str], field: str) -> int | None:
+    value = params.get(field, "").strip()
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > 19 or not 0 < int(value) <= MAX_ID:
+        raise BadInput(f"{field} must be a positive whole number")
+    return int(value)
+
+
+def job_id(text: str) -> int:
+    """A job id from a path."""
+    found = _id({"id": text}, "id")
+    if found is None:
+        raise BadInput("id must be a positive whole number")
+    return found
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    state: str | None = None
+    kind: str | None = None
+    queue: str | None = None
+    id: int | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> JobFilter:
+        state = params.get("state", "").strip().upper() or None
+        if state is not None and state not in STATES:
+            raise BadInput("state must be one of " + ", ".join(STATES))
+        return cls(state, _name(params, "kind"), _name(params, "queue"), _id(params, "id"))
+
+    def query(self, **more: object) -> str:
+        """This filter (and `more`) as a query string, for links that keep it."""
+        pairs = {"state": self.state, "kind": self.kind, "queue": self.queue, "id": self.id,
+                 **more}
+        return urlencode({k: v for k, v in pairs.items() if v is not None})
+
+    @property
+    def empty(self) -> bool:
+        return self.state is None and self.kind is None and self.queue is None and self.id is None
+
+
+def before(params: Mapping[str, str]) -> int | None:
+    """The jobs page cursor: list jobs with ids below it."""
+    return _id(params, "before")
+
+
+def driver(params: Mapping[str, str]) -> str | None:
+    value = params.get("driver", "").strip() or None
+    if value is not None and value not in DRIVERS:
+        raise BadInput("driver must be one of " + ", ".join(DRIVERS))
+    return value
+
+
+def tick_cursor(params: Mapping[str, str]) -> tuple[datetime, int] | None:
+    """The ticks page cursor, `<started_at ISO>/<id>`."""
+    value = params.get("before", "").strip()
+    if not value:
+        return None
+    at, _, tick = value.rpartition("/")
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        raise BadInput("before is not a ticks page cursor") from None
+    if when.tzinfo is None:
+        raise BadInput("before is not a ticks page cursor")
+    return when, job_id(tick)
+
+
+def schedule_name(params: Mapping[str, str], field: str = "after") -> str:
+    value = params.get(field, "")
+    if not value:
+        return ""
+    problem = text_refusal(value, NAME_LIMIT)
+    if problem is not None:
+        raise BadInput(f"{field} {problem}")
+    return value

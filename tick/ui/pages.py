@@ -1,0 +1,270 @@
+"""The console's endpoints (SPEC §19): one function per page or action.
+
+Reads parse their input first (`tick.ui.filters`: a bad value is a 400
+page), then query (`tick.ui.reads`). Actions check, in this order: not
+read-only, the CSRF token, the input; only then change anything
+(`tick.ui.actions`). A refused action answers 403 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import RedirectResponse, Response
+
+from tick.errors import JobStateError
+from tick.ui import actions, reads
+from tick.ui.access import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECS, csrf_matches
+from tick.ui.chart import throughput_svg
+from tick.ui.filters import (
+    BadInput,
+    JobFilter,
+    before,
+    driver,
+    job_id,
+    schedule_name,
+    tick_cursor,
+)
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from tick.ui.app import Console
+
+Endpoint = Callable[..., Any]
+
+
+def _console(request: Request) -> Console:
+    found: Console = request.app.state.console
+    return found
+
+
+def answers(fn: Callable[[Request, Console], Response]) -> Endpoint:
+    """A page: the console's known refusals become pages with a status,
+    a lost database a 503, never a traceback."""
+    import psycopg
+
+    from tick.schedules import ScheduleNotFound
+
+    @functools.wraps(fn)
+    def endpoint(request: Request) -> Response:
+        console = _console(request)
+        try:
+            return fn(request, console)
+        except BadInput as error:
+            return console.problem(request, 400, f"awc: {error}")
+        except (JobStateError, ScheduleNotFound) as error:
+            missing = "does not exist" in str(error)
+            return console.problem(request, 404 if missing else 409, f"awc: {error}")
+        except psycopg.errors.UniqueViolation:
+            return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
+                                   "these jobs needs; nothing was changed, try again")
+        except psycopg.Error as error:
+            # The class only: a server message may quote a value.
+            return console.problem(request, 503, "awc: the database did not answer "
+                                   f"({type(error).__name__})")
+
+    return endpoint
+
+
+def acts(fn: Callable[[Request, Console, Any], Response]) -> Endpoint:
+    """An action: refused with 403 in read-only mode or without the
+    session's CSRF token, before its input is even parsed."""
+
+    async def endpoint(request: Request) -> Response:
+        console = _console(request)
+        if console.read_only:
+            return console.problem(request, 403, "awc: the console is read-only")
+        form = await request.form(max_files=0, max_fields=20)
+        session = request.scope.get("awc.session")
+        if session is None or not csrf_matches(session.csrf, form.get("csrf")):
+            return console.problem(request, 403, "awc: the form's CSRF token is missing or "
+                                   "wrong; reload the page and try again")
+        page = answers(lambda r, c: fn(r, c, form))
+        response: Response = await run_in_threadpool(page, request)
+        return response
+
+    return endpoint
+
+
+# -- access ---------------------------------------------------------------------
+
+
+def login_form(request: Request) -> Response:
+    console = _console(request)
+    nonce = secrets.token_urlsafe(24)
+    response = console.page(request, "login.html", login_nonce=nonce,
+                            next=_next(request.query_params.get("next", "/")))
+    response.set_cookie(LOGIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",
+                        path="/login")
+    return response
+
+
+def _next(target: str) -> str:
+    # Only a path of this console: never an absolute or scheme-relative URL.
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+async def login(request: Request) -> Response:
+    console = _console(request)
+    address = request.client.host if request.client else "unknown"
+    if console.gate.throttled(address):
+        return console.problem(request, 429, "awc: too many failed sign-ins from this address; "
+                               "wait a minute")
+    form = await request.form(max_files=0, max_fields=10)
+    if not csrf_matches(request.cookies.get(LOGIN_COOKIE, ""), form.get("login_nonce")):
+        return console.problem(request, 403, "awc: the sign-in form expired; reload it")
+    token = form.get("token")
+    if not isinstance(token, str) or not console.gate.token_matches(token):
+        console.gate.failed(address)
+        nonce = secrets.token_urlsafe(24)
+        response = console.page(request, "login.html", 401, login_nonce=nonce,
+                                next=_next(_text(form, "next")), failed=True)
+        response.set_cookie(LOGIN_COOKIE, nonce, max_age=600, httponly=True,
+                            samesite="strict", path="/login")
+        return response
+    response = RedirectResponse(_next(_text(form, "next") or "/"), status_code=303)
+    response.set_cookie(SESSION_COOKIE, console.gate.open(), max_age=SESSION_SECS,
+                        httponly=True, samesite="strict", path="/")
+    response.delete_cookie(LOGIN_COOKIE, path="/login")
+    return response
+
+
+async def logout(request: Request) -> Response:
+    console = _console(request)
+    form = await request.form(max_files=0, max_fields=10)
+    session = request.scope.get("awc.session")
+    if session is None or not csrf_matches(session.csrf, form.get("csrf")):
+        return console.problem(request, 403, "awc: the form's CSRF token is missing or wrong")
+    console.gate.close(request.cookies.get(SESSION_COOKIE))
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+def _text(form: Any, name: str) -> str:
+    value = form.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
+# -- pages ----------------------------------------------------------------------
+
+
+@answers
+def overview(request: Request, console: Console) -> Response:
+    with console.conn() as conn:
+        data = reads.overview(conn)
+    return console.page(request, "overview.html", refresh=True, data=data,
+                        chart=throughput_svg(data["hours"]))
+
+
+@answers
+def jobs(request: Request, console: Console) -> Response:
+    where = JobFilter.parse(request.query_params)
+    cursor = before(request.query_params)
+    with console.conn() as conn:
+        page = reads.jobs(conn, where, cursor)
+    return console.page(request, "jobs.html", refresh=cursor is None, where=where, page=page,
+                        window=reads.WINDOW, cap=actions.BULK_CAP)
+
+
+@answers
+def job(request: Request, console: Console) -> Response:
+    wanted = job_id(request.path_params["id"])
+    with console.conn() as conn:
+        found = reads.job(conn, wanted)
+    if found is None:
+        return console.problem(request, 404, f"awc: job {wanted} does not exist")
+    return console.page(request, "job.html", refresh=True, job=found)
+
+
+@acts
+def job_action(request: Request, console: Console, form: Any) -> Response:
+    wanted = job_id(request.path_params["id"])
+    action = request.path_params["action"]
+    if action not in ("retry", "cancel"):
+        return console.problem(request, 404, "awc: no such action")
+    with console.conn() as conn:
+        (actions.retry if action == "retry" else actions.cancel)(conn, wanted)
+    return RedirectResponse(f"/jobs/{wanted}", status_code=303)
+
+
+def _bulk(request: Request, params: Any) -> actions.Bulk:
+    action = params.get("action", "")
+    if action not in actions.BULK_STATES:
+        raise BadInput("action must be retry or cancel")
+    return actions.Bulk(action, JobFilter.parse(params))
+
+
+@answers
+def bulk_preview(request: Request, console: Console) -> Response:
+    if console.read_only:
+        return console.problem(request, 403, "awc: the console is read-only")
+    bulk = _bulk(request, request.query_params)
+    with console.conn() as conn:
+        touches = bulk.preview(conn)
+    return console.page(request, "bulk.html", bulk=bulk, touches=touches,
+                        cap=actions.BULK_CAP, states=bulk.states())
+
+
+@acts
+def bulk_apply(request: Request, console: Console, form: Any) -> Response:
+    bulk = _bulk(request, {k: _text(form, k) for k in ("action", "state", "kind", "queue", "id")})
+    with console.conn() as conn:
+        changed = bulk.apply(conn)
+    return console.page(request, "bulk.html", bulk=bulk, changed=changed,
+                        cap=actions.BULK_CAP, states=bulk.states())
+
+
+@answers
+def schedules(request: Request, console: Console) -> Response:
+    after = schedule_name(request.query_params)
+    with console.conn() as conn:
+        rows, more = reads.schedules(conn, after)
+    return console.page(request, "schedules.html", refresh=True, rows=rows, more=more,
+                        after=after)
+
+
+@answers
+def schedule(request: Request, console: Console) -> Response:
+    name = schedule_name(request.path_params, "name")
+    with console.conn() as conn:
+        found = reads.schedule(conn, name)
+    if found is None:
+        return console.problem(request, 404, "awc: no such schedule")
+    return console.page(request, "schedule.html", refresh=True, s=found)
+
+
+@acts
+def schedule_action(request: Request, console: Console, form: Any) -> Response:
+    name = schedule_name(request.path_params, "name")
+    action = request.path_params["action"]
+    if action not in ("pause", "resume", "trigger"):
+        return console.problem(request, 404, "awc: no such action")
+    with console.conn() as conn:
+        actions.schedule(conn, action, name)
+    return RedirectResponse(f"/schedules/{quote(name, safe='')}", status_code=303)
+
+
+@answers
+def ticks(request: Request, console: Console) -> Response:
+    which = driver(request.query_params)
+    cursor = tick_cursor(request.query_params)
+    with console.conn() as conn:
+        rows, more = reads.ticks(conn, which, cursor)
+    return console.page(request, "ticks.html", refresh=cursor is None, rows=rows, more=more,
+                        driver=which)
+
+
+@answers
+def limits(request: Request, console: Console) -> Response:
+    with console.conn() as conn:
+        rows = reads.limits(conn)
+    return console.page(request, "limits.html", refresh=True, rows=rows)

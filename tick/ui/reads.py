@@ -1,0 +1,174 @@
+"""What the console's pages read (SPEC §19), every query bounded.
+
+Counts stop at `CAP` (a page says "10,000+"), the table's size is the
+planner's estimate, lists are pages of at most `PAGE` rows found by index,
+and the job list reads at most `WINDOW` jobs per page whatever its filter
+(docs/decisions/0013). Each function takes a connection and returns plain
+data for a template.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tick.statements import sql
+from tick.ui.filters import JobFilter
+
+if TYPE_CHECKING:
+    import psycopg
+
+CAP = 10_000
+PAGE = 50
+WINDOW = 20_000
+GROUPS = 20  # kinds and queues the overview lists
+DEAD_LETTERS = 10
+SHOWN_CHARS = 100_000  # of a payload, result or checkpoint on the job page
+LIST_COLUMNS = ("id", "kind", "state", "queue", "priority", "attempts", "max_attempts",
+                "progress", "continues", "run_at", "updated_at", "last_error")
+
+
+def _rows(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
+    columns = [c.name for c in cur.description or ()]
+    return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+
+
+def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    states = dict(conn.execute(sql("console_state_counts"), {"cap": CAP + 1}).fetchall())
+    estimate = conn.execute(sql("console_table_estimate")).fetchone()
+    age = conn.execute(sql("oldest_ready_age")).fetchone()
+    by_kind = conn.execute(sql("console_ready_by_kind"), {"cap": CAP + 1, "kinds": GROUPS})
+    by_queue = conn.execute(sql("console_ready_by_queue"), {"cap": CAP + 1, "queues": GROUPS})
+    hours = conn.execute(sql("console_throughput")).fetchall()
+    return {
+        "states": {state: int(states.get(state, 0)) for state in
+                   ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")},
+        "table_estimate": int(estimate[0]) if estimate else 0,
+        "oldest_ready_age_s": None if age is None or age[0] is None else float(age[0]),
+        "by_kind": _rows(by_kind),
+        "by_queue": _rows(by_queue),
+        "groups": GROUPS,
+        "hours": [{"hour": h, "completed": int(c), "failed": int(f), "retried": int(r)}
+                  for h, c, f, r in hours],
+        "last_ticks": _rows(conn.execute(sql("console_last_ticks"))),
+        "dead_letters": _rows(conn.execute(sql("console_dead_letters"),
+                                           {"limit": DEAD_LETTERS})),
+    }
+
+
+@dataclass(frozen=True)
+class JobPage:
+    rows: list[dict[str, Any]]
+    next_before: int | None  # the cursor of the next (older) page, if any
+    scanned: int | None  # jobs the window read (None: read by index, no window)
+    scanned_to: int | None
+
+
+def jobs(conn: psycopg.Connection[Any], where: JobFilter, before: int | None) -> JobPage:
+    """A page of jobs matching `where`, newest first, with ids below `before`."""
+    if where.id is not None:
+        found = _rows(conn.execute(sql("console_job_listed"), {
+            "id": where.id, "state": where.state, "kind": where.kind, "queue": where.queue}))
+        return JobPage(_listed(found), None, None, None)
+    params = {"before": before if before is not None else 2**63 - 1, "limit": PAGE + 1,
+              "state": where.state, "kind": where.kind, "queue": where.queue}
+    if where.state in ("FAILED", "CANCELLED"):
+        rows = _rows(conn.execute(sql("console_dead_jobs"), params))
+        more = len(rows) > PAGE
+        rows = rows[:PAGE]
+        return JobPage(_listed(rows), rows[-1]["id"] if more else None, None, None)
+    rows = _rows(conn.execute(sql("console_jobs"), {**params, "window": WINDOW}))
+    scanned = int(rows[0]["scanned"]) if rows else 0
+    scanned_to = rows[0]["scanned_to"] if rows else None
+    found = [r for r in rows if r["id"] is not None]
+    if len(found) > PAGE:
+        return JobPage(_listed(found[:PAGE]), found[PAGE - 1]["id"], scanned, scanned_to)
+    # The window ran out before a page filled: continue below it, unless it
+    # reached the oldest job.
+    exhausted = scanned < WINDOW
+    return JobPage(_listed(found), None if exhausted or scanned_to is None else int(scanned_to),
+                   scanned, scanned_to)
+
+
+def _listed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: r[k] for k in LIST_COLUMNS} for r in rows]
+
+
+JOB_COLUMNS = ("id", "kind", "state", "queue", "priority", "attempts", "max_attempts",
+               "run_at", "locked_by", "locked_until", "dedupe_key", "created_at",
+               "updated_at", "started_at", "finished_at", "progress", "continues",
+               "last_error", "payload", "result", "checkpoint")
+
+
+def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
+    """One job in full, its JSON as indented text (cut at `SHOWN_CHARS`),
+    with the schedule fire that made it; None when there is no such job."""
+    row = conn.execute(sql("console_job"), {"id": job_id, "chars": SHOWN_CHARS + 1}).fetchone()
+    if row is None:
+        return None
+    found = dict(zip(JOB_COLUMNS, row, strict=True))
+    for field in ("payload", "result", "checkpoint"):
+        found[field] = _pretty(found[field])
+    fire = conn.execute(sql("console_job_fire"), {"id": job_id}).fetchone()
+    found["fire"] = None if fire is None else dict(
+        zip(("schedule", "fire_at", "status", "recorded_at"), fire, strict=True))
+    return found
+
+
+def _pretty(text: str | None) -> dict[str, Any] | None:
+    """JSON text indented for reading; past `SHOWN_CHARS`, or nested deeper
+    than Python parses, the stored text as it is (cut), so a hostile value
+    shows as text and never breaks the page."""
+    if text is None:
+        return None
+    cut = len(text) > SHOWN_CHARS
+    if not cut:
+        try:
+            return {"text": json.dumps(json.loads(text), indent=2, ensure_ascii=False),
+                    "cut": False}
+        except (RecursionError, ValueError):
+            pass
+    return {"text": text[:SHOWN_CHARS], "cut": cut}
+
+
+def schedules(conn: psycopg.Connection[Any], after: str) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of schedules by name after `after`, and the next page's cursor."""
+    rows = _rows(conn.execute(sql("console_schedules"), {"after": after, "limit": PAGE + 1}))
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
+    return rows, (rows[-1]["name"] if more else None)
+
+
+def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """One schedule with its next fires and its ledger; None when absent."""
+    from tick.schedules import ScheduleNotFound, history, next_fires
+
+    row = _rows(conn.execute(sql("console_schedule"), {"name": name}))
+    if not row:
+        return None
+    try:
+        upcoming = next_fires(conn, name, 5)
+        ledger = history(conn, name, PAGE)
+    except ScheduleNotFound:
+        return None
+    return {**row[0], "upcoming": upcoming, "ledger": ledger}
+
+
+def ticks(conn: psycopg.Connection[Any], driver: str | None,
+          cursor: tuple[datetime, int] | None) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the tick history, newest first, and the next page's cursor."""
+    rows = _rows(conn.execute(sql("console_ticks"), {
+        "driver": driver, "before_at": cursor[0] if cursor else None,
+        "before_id": cursor[1] if cursor else None, "limit": PAGE + 1}))
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
+    last = rows[-1] if more else None
+    return rows, (f"{last['started_at'].isoformat()}/{last['id']}" if last else None)
+
+
+def limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    from tick.limits import list_limits
+
+    return list_limits(conn)

@@ -39,16 +39,26 @@ def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
     current and is never changed (SPEC §3); values PostgreSQL holds but
     Python cannot load (an infinite timestamp, jsonb nested too deeply) are
     shown as the server writes them."""
-    from tick.loaders import for_operators
-
     conn = connect(settings.dsn(), prepare=settings.db_prepare)
     try:
         require_current(conn)
     except BaseException:
         conn.close()
         raise
-    for_operators(conn)
+    operator_session(conn)
     return conn
+
+
+def operator_session(conn: psycopg.Connection[Any]) -> None:
+    """How an operator's connection (a CLI command, the console's pool) reads:
+    values Python cannot hold shown as the server writes them, and no JIT:
+    their statements are small and bounded, and a cost estimate inflated by
+    a capped subquery made PostgreSQL spend 0.5 s compiling `awc limits
+    list` on a 1M-job table."""
+    from tick.loaders import for_operators
+
+    for_operators(conn)
+    conn.execute("SET jit = off")
 
 
 def prepare_handlers(settings: Settings) -> None:

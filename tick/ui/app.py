@@ -96,6 +96,7 @@ def build_app(pool: ConnectionPool[Any], token: str, read_only: bool) -> Guard:
         Route("/schedules/{name:path}", pages.schedule),
         Route("/ticks", pages.ticks),
         Route("/limits", pages.limits),
+        Route("/favicon.ico", lambda r: RedirectResponse("/static/favicon.svg", 301)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
@@ -114,7 +115,7 @@ def _internal(console: Console, request: Request, error: Exception) -> Response:
     return console.problem(request, 500, "awc: the console could not answer this request")
 
 
-OPEN_PATHS = ("/login", "/static/")
+OPEN_PATHS = ("/login", "/static/", "/favicon.ico")
 
 
 class Guard:

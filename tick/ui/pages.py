@@ -97,7 +97,10 @@ def acts(fn: Callable[[Request, Console, Any], Response]) -> Endpoint:
 
 def login_form(request: Request) -> Response:
     console = _console(request)
-    nonce = secrets.token_urlsafe(24)
+    # A second GET (another tab, a prefetch) keeps the nonce the first form holds.
+    held = request.cookies.get(LOGIN_COOKIE, "")
+    fresh = len(held) == 32 and held.isascii() and held.replace("-", "").replace("_", "").isalnum()
+    nonce = held if fresh else secrets.token_urlsafe(24)
     response = console.page(request, "login.html", login_nonce=nonce,
                             next=_next(request.query_params.get("next", "/")))
     response.set_cookie(LOGIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",

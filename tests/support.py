@@ -5,13 +5,15 @@ double. Fixtures live in conftest.py."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -228,3 +230,110 @@ def moto_store(moto: MotoS3, bucket: str, **extra: Any) -> MotoS3Store:
     settings = s3_settings(moto, bucket, **extra)
     return MotoS3Store(bucket, "awc", endpoint_url=settings.s3_endpoint_url,
                        region=settings.s3_region, path_style=True)
+
+
+# -- the console ------------------------------------------------------------------------
+
+CONSOLE_TOKEN = "console-test-token-0123456789"
+
+
+def start_console(env: dict[str, str], *args: str, token: str | None = CONSOLE_TOKEN,
+                  read_only: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """Start `awc ui --port 0` and return it with its base URL, read from the
+    one line it prints once it listens."""
+    import re
+
+    env = {**env, "AWC_UI_READ_ONLY": "true" if read_only else "false"}
+    if token is not None:
+        env["AWC_UI_TOKEN"] = token
+    proc = spawn(env, "ui", "--port", "0", *args)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    found = re.search(r"http://[\d.]+:\d+", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(f"awc ui did not start: {line.strip()}")
+    return proc, found.group(0)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def login_nonce(html: str) -> str:
+    import re
+
+    found = re.search(r'name="login_nonce" value="([^"]+)"', html)
+    assert found is not None, "the sign-in form has no nonce"
+    return found.group(1)
+
+
+def csrf_of(html: str) -> str:
+    import re
+
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, "the page has no CSRF field"
+    return found.group(1)
+
+
+def signed_in(base: str, token: str = CONSOLE_TOKEN) -> Any:
+    """An httpx client with a console session."""
+    import httpx
+
+    client = httpx.Client(base_url=base, timeout=10, follow_redirects=False)
+    nonce = login_nonce(client.get("/login").text)
+    answer = client.post("/login", data={"token": token, "login_nonce": nonce, "next": "/"})
+    assert answer.status_code == 303, answer.status_code
+    return client
+
+
+# -- plans (EXPLAIN guards) ------------------------------------------------------------
+
+
+@contextmanager
+def migrated_database(server_url: str, template_db: str) -> Iterator[str]:
+    """A fresh migrated database for one module's plans, dropped afterwards."""
+    from psycopg.conninfo import make_conninfo
+
+    name = fresh_database(server_url, template_db)
+    try:
+        yield make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def nodes(text: str) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "Node Type" in node:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(text))
+    return found
+
+
+def scans(text: str) -> list[tuple[str, str]]:
+    """(node type, index) of every scan of a relation."""
+    return [(n["Node Type"], n.get("Index Name", "")) for n in nodes(text)
+            if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
+
+
+def seq_scanned(text: str, relation: str) -> bool:
+    """True if the plan reads `relation` with a sequential scan."""
+    return any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation
+               for n in nodes(text))

@@ -6,32 +6,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.support import migrated_database, scans, seq_scanned
 from tick.maintenance import PRUNE_BATCH, RESCUE_LIMIT
 from tick.statements import sql
 
 CLAIM = {"slots": [f"w-{n}" for n in range(256)], "lease": 300.0, "cap": 300.0,
          "leases": "{}", "kinds": None, "queues": None, "queue": None}
-
-
-@contextmanager
-def migrated_database(server_url: str, template_db: str) -> Iterator[str]:
-    """A fresh migrated database for one module's plans, dropped afterwards."""
-    from psycopg.conninfo import make_conninfo
-
-    from tests.support import fresh_database
-
-    name = fresh_database(server_url, template_db)
-    try:
-        yield make_conninfo(server_url, dbname=name)
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
@@ -62,30 +47,6 @@ def plan(url: str, statement: str, params: dict[str, Any], *, pinned: bool) -> s
         conn.rollback()
     assert rows is not None
     return json.dumps(rows[0])
-
-
-def nodes(text: str) -> list[dict[str, Any]]:
-    """Every node of an EXPLAIN (FORMAT JSON) plan."""
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "Node Type" in node:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(json.loads(text))
-    return found
-
-
-def scans(text: str) -> list[tuple[str, str]]:
-    """(node type, index) of every scan of a relation."""
-    return [(n["Node Type"], n.get("Index Name", "")) for n in nodes(text)
-            if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
 
 
 def test_claim_walks_the_ready_index_in_order(big: str) -> None:
@@ -119,12 +80,6 @@ def test_claim_stays_on_its_index_with_stale_statistics(big: str) -> None:
     assert '"Sort"' not in text and ("Index Scan", "jobs_ready_idx") in scans(text)
     with psycopg.connect(big, autocommit=True) as conn:
         conn.execute("ANALYZE awc.jobs")
-
-
-def seq_scanned(text: str, relation: str) -> bool:
-    """True if the plan reads `relation` with a sequential scan."""
-    return any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation
-               for n in nodes(text))
 
 
 def limited_plans(url: str, limits: list[tuple[str, str, int | None, int | None]]

@@ -2,7 +2,7 @@
 -- jobs_dead_idx holds them in id order, so the list reads only the rows it
 -- shows (no window), however large the table.
 SELECT id, kind, state, queue, priority, attempts, max_attempts, progress, continues,
-       run_at, updated_at, last_error, NULL::bigint AS scanned_to, NULL::bigint AS scanned
+       run_at, updated_at, left(last_error, 300) AS last_error, NULL::bigint AS scanned_to, NULL::bigint AS scanned
 FROM awc.jobs
 WHERE state IN ('FAILED', 'CANCELLED')  -- provable to jobs_dead_idx in a generic plan
   AND state = %(state)s

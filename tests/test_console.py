@@ -1,0 +1,398 @@
+"""The console over HTTP (SPEC §19): closed by default, CSRF on every
+action, read-only mode, bounded and hostile input, actions and their audit
+events. A real `awc ui` process against the test's database; the browser
+tests are in test_console_browser.py, the plans in test_console_plans.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.support import (
+    CONSOLE_TOKEN,
+    csrf_of,
+    login_nonce,
+    run_awc,
+    signed_in,
+    start_console,
+    stop,
+)
+from tick.producer import enqueue
+
+pytestmark = pytest.mark.timeout(120)
+
+PAGES = ["/", "/jobs", "/jobs/1", "/schedules", "/ticks", "/limits", "/jobs/bulk?action=retry"]
+
+
+@pytest.fixture
+def console(awc_env: dict[str, str]) -> Iterator[str]:
+    proc, base = start_console(awc_env)
+    yield base
+    stop(proc)
+
+
+def _failed_job(conn: psycopg.Connection[Any], kind: str = "mail", **fields: Any) -> int:
+    job = enqueue(conn, kind, {"to": "someone"}, **fields)
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', attempts = max_attempts, "
+                 "last_error = 'boom', finished_at = now() WHERE id = %s", (job,))
+    return job
+
+
+def _state(conn: psycopg.Connection[Any], job: int) -> str:
+    row = conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _audit(conn: psycopg.Connection[Any]) -> list[tuple[str, str, Any]]:
+    return [(e, s, d) for e, s, d in conn.execute(
+        "SELECT event, subject, detail FROM awc.audit_events WHERE event LIKE 'console.%' "
+        "ORDER BY id").fetchall()]
+
+
+# -- closed by default -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token, why", [(None, "AWC_UI_TOKEN is required"),
+                                        ("short", "at least 16 characters")])
+def test_the_console_does_not_start_without_a_good_token(
+        awc_env: dict[str, str], token: str | None, why: str) -> None:
+    env = {**awc_env}
+    if token is not None:
+        env["AWC_UI_TOKEN"] = token
+    done = run_awc(env, "ui", "--port", "0", timeout=30)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("awc: ") and why in lines[0], done.stderr
+    if token is not None:
+        assert token not in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(awc_env: dict[str, str], console: str) -> None:
+    port = console.rsplit(":", 1)[1]
+    done = run_awc({**awc_env, "AWC_UI_TOKEN": CONSOLE_TOKEN}, "ui", "--port", port, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith(f"awc: cannot listen on 127.0.0.1:{port}")
+    assert "Traceback" not in done.stderr
+
+
+def test_it_binds_to_loopback_unless_told(console: str) -> None:
+    assert console.startswith("http://127.0.0.1:")
+
+
+def test_unauthenticated_requests_see_no_data(conn: psycopg.Connection[Any], console: str) -> None:
+    job = _failed_job(conn, kind="secret-kind-name")
+    with httpx.Client(base_url=console, timeout=10) as client:
+        for path in [*PAGES, f"/jobs/{job}", "/jobs?state=FAILED"]:
+            answer = client.get(path)
+            assert answer.status_code == 303, path
+            assert answer.headers["location"].startswith("/login")
+            assert "secret-kind-name" not in answer.text
+        for path in [f"/jobs/{job}/retry", "/jobs/bulk", "/schedules/x/pause", "/logout"]:
+            answer = client.post(path, data={"csrf": "anything"})
+            assert answer.status_code == 403, path
+            assert "secret-kind-name" not in answer.text
+        # A cookie the console never issued is no session.
+        client.cookies.set("awc_session", "forged")
+        assert client.get("/jobs").status_code == 303
+    assert _state(conn, job) == "FAILED"
+
+
+def test_the_token_never_appears_in_a_response_or_cookie(console: str) -> None:
+    client = signed_in(console)
+    seen = [client.get(path) for path in PAGES]
+    for answer in seen:
+        assert CONSOLE_TOKEN not in answer.text
+        assert all(CONSOLE_TOKEN not in value for value in answer.headers.values())
+    assert all(CONSOLE_TOKEN not in c.value for c in client.cookies.jar)
+    session = client.cookies.get("awc_session")
+    assert session and len(session) >= 32
+
+
+def test_the_session_cookie_is_httponly_and_strict(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=10) as client:
+        nonce = login_nonce(client.get("/login").text)
+        answer = client.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": nonce})
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith("awc_session=")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+
+
+def test_a_wrong_token_is_refused_and_guessing_is_throttled(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=10) as client:
+        for _ in range(10):
+            nonce = login_nonce(client.get("/login").text)
+            answer = client.post("/login", data={"token": "x" * 20, "login_nonce": nonce})
+            assert answer.status_code == 401
+            assert "awc_session" not in answer.headers.get("set-cookie", "")
+        nonce = login_nonce(client.get("/login").text)
+        answer = client.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": nonce})
+        assert answer.status_code == 429  # even the right token waits out the window
+
+
+def test_the_sign_in_form_needs_its_nonce(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=10) as client:
+        client.get("/login")
+        answer = client.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": "forged"})
+        assert answer.status_code == 403
+
+
+def test_sign_in_never_redirects_off_the_console(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=10) as client:
+        nonce = login_nonce(client.get("/login?next=//evil.example/").text)
+        answer = client.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": nonce,
+                                             "next": "https://evil.example/"})
+        assert answer.status_code == 303 and answer.headers["location"] == "/"
+
+
+def test_every_answer_carries_the_security_headers(console: str) -> None:
+    client = signed_in(console)
+    for answer in [client.get("/"), client.get("/jobs?state=NOPE"), client.get("/login"),
+                   client.get("/static/awc.css"), httpx.get(console + "/jobs")]:
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_signing_out_ends_the_session(console: str) -> None:
+    client = signed_in(console)
+    csrf = csrf_of(client.get("/").text)
+    assert client.post("/logout", data={"csrf": csrf}).status_code == 303
+    assert client.get("/").status_code == 303
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, status, says", [
+    ("/jobs?state=DONE", 400, "state must be one of"),
+    ("/jobs?before=abc", 400, "before must be a positive whole number"),
+    ("/jobs?before=99999999999999999999", 400, "before must be a positive"),
+    ("/jobs?id=-1", 400, "id must be a positive"),
+    ("/jobs?kind=%00x", 400, "kind contains a NUL character"),
+    ("/jobs?queue=" + "q" * 201, 400, "queue is longer than 200 characters"),
+    ("/jobs/12345678", 404, "job 12345678 does not exist"),
+    ("/jobs/abc", 400, "id must be a positive whole number"),
+    ("/jobs/%ED%A0%80", 400, "id must be"),
+    ("/ticks?driver=cron", 400, "driver must be one of"),
+    ("/ticks?before=yesterday", 400, "not a ticks page cursor"),
+    ("/schedules/nope", 404, "no such schedule"),
+    ("/schedules/%00", 400, "contains a NUL character"),
+    ("/jobs/bulk?action=delete", 400, "action must be retry or cancel"),
+    ("/no/such/page", 404, "no such page"),
+])
+def test_bad_input_gets_a_clear_page_and_a_4xx(console: str, path: str, status: int,
+                                               says: str) -> None:
+    client = signed_in(console)
+    answer = client.get(path)
+    assert answer.status_code == status, (path, answer.status_code)
+    assert says in answer.text
+    assert "Traceback" not in answer.text
+
+
+def test_an_oversized_body_is_refused(console: str) -> None:
+    client = signed_in(console)
+    answer = client.post("/jobs/bulk", content=b"a=" + b"x" * 100_000,
+                         headers={"content-type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 413
+
+
+def test_hostile_rows_show_as_text_and_never_break_a_page(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    job = enqueue(conn, "<script>alert(1)</script>", None, queue="q\u202eevil")
+    conn.execute("UPDATE awc.jobs SET payload = %s::jsonb, run_at = 'infinity', "
+                 "last_error = repeat('e', 2000000), state = 'FAILED' WHERE id = %s",
+                 (deep, job))
+    client = signed_in(console)
+    for path in ["/", "/jobs", f"/jobs/{job}", "/jobs?state=FAILED"]:
+        answer = client.get(path)
+        assert answer.status_code == 200, path
+        assert "<script>alert(1)</script>" not in answer.text
+    page = client.get(f"/jobs/{job}").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "infinity" in page
+    assert len(page) < 400_000  # the megabyte error is cut
+
+
+# -- CSRF and read-only ------------------------------------------------------------------
+
+
+def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    job = _failed_job(conn)
+    client = signed_in(console)
+    for data in [{}, {"csrf": ""}, {"csrf": "not-the-token"}]:
+        answer = client.post(f"/jobs/{job}/retry", data=data)
+        assert answer.status_code == 403
+        assert "CSRF" in answer.text
+    other = signed_in(console)  # another session's token is not this session's
+    answer = client.post(f"/jobs/{job}/retry", data={"csrf": csrf_of(other.get("/").text)})
+    assert answer.status_code == 403
+    assert _state(conn, job) == "FAILED"
+    assert _audit(conn) == []
+
+
+def test_read_only_shows_no_actions_and_refuses_them(
+        awc_env: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+    job = _failed_job(conn)
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
+                 "VALUES ('nightly', '0 3 * * *', 'mail', now() + interval '1 hour')")
+    proc, base = start_console(awc_env, read_only=True)
+    try:
+        client = signed_in(base)
+        for path in [f"/jobs/{job}", "/jobs?state=FAILED", "/schedules", "/schedules/nightly"]:
+            page = client.get(path).text
+            assert "read-only" in page
+            for verb in ("Retry", "Cancel", "Pause", "Resume", "Trigger"):
+                assert f">{verb}</button>" not in page, (path, verb)
+            assert "all matching" not in page
+        csrf = csrf_of(client.get("/").text)  # sign-out still has its token
+        for path in [f"/jobs/{job}/retry", "/schedules/nightly/trigger", "/jobs/bulk"]:
+            assert client.post(path, data={"csrf": csrf, "action": "retry"}).status_code == 403
+        assert client.get("/jobs/bulk?action=retry&state=FAILED").status_code == 403
+    finally:
+        stop(proc)
+    assert _state(conn, job) == "FAILED"
+    assert _audit(conn) == []
+
+
+# -- actions ------------------------------------------------------------------------------
+
+
+def test_retry_and_cancel_one_job_are_recorded(conn: psycopg.Connection[Any],
+                                               console: str) -> None:
+    failed = _failed_job(conn)
+    pending = enqueue(conn, "mail", None)
+    client = signed_in(console)
+    csrf = csrf_of(client.get(f"/jobs/{failed}").text)
+    assert client.post(f"/jobs/{failed}/retry", data={"csrf": csrf}).status_code == 303
+    assert client.post(f"/jobs/{pending}/cancel", data={"csrf": csrf}).status_code == 303
+    assert _state(conn, failed) == "PENDING"
+    assert _state(conn, pending) == "CANCELLED"
+    # A job in a state the action does not apply to: 409, nothing recorded.
+    answer = client.post(f"/jobs/{pending}/cancel", data={"csrf": csrf})
+    assert answer.status_code == 409 and "only PENDING or RUNNING" in answer.text
+    assert _audit(conn) == [("console.retry", f"job:{failed}", None),
+                            ("console.cancel", f"job:{pending}", None)]
+
+
+def test_bulk_retry_previews_a_bounded_count_then_applies_it(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    mine = [_failed_job(conn, kind="mail") for _ in range(3)]
+    other = _failed_job(conn, kind="sms")
+    live = enqueue(conn, "mail", None, dedupe_key="k1")
+    held = _failed_job(conn, kind="mail")
+    conn.execute("UPDATE awc.jobs SET dedupe_key = 'k1' WHERE id = %s", (held,))
+    client = signed_in(console)
+    preview = client.get("/jobs/bulk?action=retry&kind=mail")
+    assert preview.status_code == 200
+    touches = re.search(r'id="touches">([\d,]+)<', preview.text)
+    assert touches is not None and touches.group(1) == "4"  # the preview counts candidates
+    # A preview changes nothing.
+    assert all(_state(conn, j) == "FAILED" for j in [*mine, other, held])
+    csrf = csrf_of(preview.text)
+    done = client.post("/jobs/bulk", data={"csrf": csrf, "action": "retry", "kind": "mail"})
+    assert done.status_code == 200 and "3 jobs changed" in done.text
+    assert all(_state(conn, j) == "PENDING" for j in mine)
+    assert _state(conn, other) == "FAILED"
+    assert _state(conn, held) == "FAILED"  # its dedupe key is live (job `live`)
+    assert _state(conn, live) == "PENDING"
+    events = _audit(conn)
+    assert events == [("console.bulk_retry", "jobs", {"filter": {"kind": "mail"}, "count": 3})]
+
+
+def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connection[Any],
+                                                         console: str) -> None:
+    pending = enqueue(conn, "report", None, queue="slow")
+    failed = _failed_job(conn, kind="report", queue="slow")
+    client = signed_in(console)
+    preview = client.get("/jobs/bulk?action=cancel&queue=slow")
+    assert re.search(r'id="touches">1<', preview.text)
+    done = client.post("/jobs/bulk", data={"csrf": csrf_of(preview.text), "action": "cancel",
+                                           "queue": "slow"})
+    assert "1 jobs changed" in done.text
+    assert _state(conn, pending) == "CANCELLED"
+    assert _state(conn, failed) == "FAILED"
+
+
+def test_schedule_actions_pause_resume_trigger_are_recorded(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
+                 "VALUES ('reports/nightly', '0 3 * * *', 'report', now() + interval '1 hour')")
+    client = signed_in(console)
+    page = client.get("/schedules/reports%2Fnightly")
+    assert page.status_code == 200 and ">Pause</button>" in page.text
+    csrf = csrf_of(page.text)
+    for verb in ("pause", "resume", "trigger"):
+        answer = client.post(f"/schedules/reports%2Fnightly/{verb}", data={"csrf": csrf})
+        assert answer.status_code == 303, verb
+    row = conn.execute("SELECT paused FROM awc.schedules WHERE name = 'reports/nightly'"
+                       ).fetchone()
+    assert row == (False,)
+    fired = conn.execute("SELECT status, job_id FROM awc.schedule_fires "
+                         "WHERE schedule = 'reports/nightly'").fetchall()
+    assert len(fired) == 1 and fired[0][0] == "manual"
+    events = _audit(conn)
+    assert [e[:2] for e in events] == [("console.pause", "schedule:reports/nightly"),
+                                       ("console.resume", "schedule:reports/nightly"),
+                                       ("console.trigger", "schedule:reports/nightly")]
+    assert events[2][2] == {"job_id": fired[0][1]}
+    # The job page names the fire that made it.
+    assert "reports/nightly" in client.get(f"/jobs/{fired[0][1]}").text
+
+
+# -- what the pages show ------------------------------------------------------------------
+
+
+def test_the_jobs_list_filters_and_pages_by_keyset(conn: psycopg.Connection[Any],
+                                                   console: str) -> None:
+    from tick.producer import enqueue_many
+
+    ids = enqueue_many(conn, [{"kind": "a" if n % 2 else "b"} for n in range(130)])
+    client = signed_in(console)
+    first = client.get("/jobs?kind=a").text
+    shown = [int(x) for x in re.findall(r'<td><a href="/jobs/(\d+)">', first)]
+    wanted = sorted((i for n, i in enumerate(ids) if n % 2), reverse=True)
+    assert shown == wanted[:50]
+    older = re.search(r'href="/jobs\?([^"]+)" rel="next"', first)
+    assert older is not None and "kind=a" in older.group(1)  # the filter is kept
+    second = client.get("/jobs?" + older.group(1).replace("&amp;", "&")).text
+    shown2 = [int(x) for x in re.findall(r'<td><a href="/jobs/(\d+)">', second)]
+    assert shown2 == wanted[50:65]
+    assert 'rel="next"' not in second
+
+
+def test_the_overview_counts_are_capped(conn: psycopg.Connection[Any], console: str) -> None:
+    from tick.producer import enqueue_many
+
+    enqueue_many(conn, [{"kind": "bulk"}] * 10_050)
+    page = signed_in(console).get("/").text
+    assert 'data-state="PENDING">10,000+<' in page
+
+
+def test_the_ticks_page_marks_died_and_failed_ticks(conn: psycopg.Connection[Any],
+                                                    console: str) -> None:
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at) "
+                 "VALUES ('tick', 'w1', now() - interval '2 hours', "
+                 "now() - interval '2 hours' + interval '55 s')")
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, error) "
+                 "VALUES ('lambda', 'w2', now() - interval '1 hour', now(), 'database: gone')")
+    page = signed_in(console).get("/ticks").text
+    assert page.count('class="row-died"') == 1 and ">died<" in page
+    assert page.count('class="row-failed"') == 1 and "database: gone" in page
+
+
+def test_json_is_shown_indented(conn: psycopg.Connection[Any], console: str) -> None:
+    job = enqueue(conn, "mail", {"to": "a@example.com", "n": [1, 2]})
+    page = signed_in(console).get(f"/jobs/{job}").text
+    assert json.dumps({"n": [1, 2], "to": "a@example.com"}, indent=2).replace('"', "&#34;") \
+        in page

@@ -1,0 +1,114 @@
+"""Screenshots of every console page for the README (SPEC §19).
+
+    python -m tests.screenshots [docs/console]
+
+Creates a scratch database on DATABASE_URL's server (else the machine's
+127.0.0.1:5432), fills it with a day of plausible history, starts `awc ui`
+and saves one PNG per page with the headless Chromium the browser tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from tests.support import ROOT, fresh_database, start_console, stop
+from tests.test_console_browser import new_browser, sign_in
+from tick.migrate import migrate
+
+DEMO = """
+INSERT INTO awc.jobs (kind, queue, state, attempts, payload, last_error, run_at, started_at,
+                      finished_at, updated_at, created_at)
+SELECT (ARRAY['email.send', 'report.build', 'snapshot.validate', 'gc.sweep',
+              'webhook.deliver'])[1 + n % 5],
+       (ARRAY['default', 'reports', 'maintenance'])[1 + n % 3],
+       (ARRAY['COMPLETED', 'COMPLETED', 'COMPLETED', 'PENDING', 'COMPLETED', 'COMPLETED',
+              'COMPLETED', 'COMPLETED', 'COMPLETED', 'COMPLETED', 'COMPLETED', 'FAILED',
+              'COMPLETED', 'CANCELLED'])[1 + n % 14],
+       1 + n % 3, jsonb_build_object('tenant', 'acme', 'n', n, 'to', 'user' || n || '@example.com'),
+       CASE WHEN n % 14 = 11 THEN 'TimeoutError: upstream did not answer within 30 s' END,
+       now() - n * interval '7 seconds', now() - n * interval '7 seconds',
+       CASE WHEN n % 14 NOT IN (3) THEN now() - n * interval '7 seconds' + interval '2 s' END,
+       now() - n * interval '7 seconds', now() - n * interval '7 seconds' - interval '1 s'
+FROM generate_series(1, 5000) AS n;
+UPDATE awc.jobs SET state = 'RUNNING', locked_by = 'awc-loop-1',
+       locked_until = now() + interval '4 minutes', claim_token = gen_random_uuid(),
+       progress = 0.35, checkpoint = '{"next_tree": "b7e1f0", "done": 35000}'::jsonb,
+       continues = 2, finished_at = NULL
+WHERE id IN (4, 18, 32);
+INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, deadline_at, claimed,
+                       completed, retried, failed, fired, stop_reason)
+SELECT (ARRAY['lambda', 'loop', 'tick', 'maintenance'])[1 + n % 4],
+       (ARRAY['awc-lambda', 'awc-loop-1', 'awc-cron', 'awc-maint'])[1 + n % 4],
+       now() - n * interval '4 minutes', now() - n * interval '4 minutes' + interval '3 s',
+       now() - n * interval '4 minutes' + interval '55 s',
+       20 + (n * 7) % 40, 20 + (n * 7) % 40 - n % 4 - n % 3, n % 4, n % 3, n % 2, 'drained'
+FROM generate_series(1, 360) AS n;
+INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at, claimed)
+VALUES ('tick', 'awc-cron', now() - interval '97 minutes', now() - interval '96 minutes', 12);
+INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, error)
+VALUES ('lambda', 'awc-lambda', now() - interval '3 hours', now() - interval '3 hours',
+        'database: could not connect to db.internal:5432');
+INSERT INTO awc.schedules (name, cron, timezone, kind, next_fire_at, last_fire_at, paused)
+VALUES ('nightly-report', '0 3 * * *', 'Europe/Berlin', 'report.build',
+        now() + interval '20 hours', now() - interval '4 hours', false),
+       ('hourly-gc', '0 * * * *', 'UTC', 'gc.sweep', now() + interval '31 minutes',
+        now() - interval '29 minutes', false),
+       ('validate-snapshots', '*/15 * * * *', 'UTC', 'snapshot.validate',
+        now() + interval '6 minutes', now() - interval '9 minutes', false),
+       ('weekly-digest', '0 8 * * 1', 'America/New_York', 'email.send',
+        now() + interval '5 days', now() - interval '2 days', true);
+INSERT INTO awc.schedule_fires (schedule, fire_at, status, job_id)
+SELECT 'hourly-gc', date_trunc('hour', now()) - n * interval '1 hour',
+       CASE WHEN n = 5 THEN 'missed' ELSE 'enqueued' END, CASE WHEN n = 5 THEN NULL ELSE n * 10 END
+FROM generate_series(0, 23) AS n;
+INSERT INTO awc.schedule_fires (schedule, fire_at, status, job_id)
+VALUES ('nightly-report', now() - interval '4 hours', 'enqueued', 2),
+       ('validate-snapshots', now() - interval '9 minutes', 'enqueued', 8);
+INSERT INTO awc.limits (scope, name, max_running, rate, per_secs)
+VALUES ('kind', 'webhook.deliver', 4, 100, 60), ('queue', 'reports', 2, NULL, NULL),
+       ('kind', 'email.send', 0, NULL, NULL);
+ANALYZE awc.jobs;
+"""
+
+PAGES = [("overview", "/"), ("jobs", "/jobs"), ("jobs-failed", "/jobs?state=FAILED"),
+         ("job", "/jobs/4"), ("bulk", "/jobs/bulk?action=retry&state=FAILED"),
+         ("schedules", "/schedules"), ("schedule", "/schedules/hourly-gc"),
+         ("ticks", "/ticks"), ("limits", "/limits")]
+
+
+def main(out: Path) -> None:
+    server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = fresh_database(server, None)
+    url = make_conninfo(server, dbname=name)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
+            conn.execute(DEMO)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+        env.update(DATABASE_URL=url, PYTHONPATH=str(ROOT))
+        proc, base = start_console(env)
+        browser = new_browser()
+        try:
+            sign_in(browser, base)
+            out.mkdir(parents=True, exist_ok=True)
+            for shot, path in PAGES:
+                browser.get(base + path)
+                height = browser.execute_script("return document.body.scrollHeight")
+                browser.set_window_size(1400, min(max(int(height) + 20, 600), 1600))
+                browser.save_screenshot(str(out / f"{shot}.png"))
+                print(out / f"{shot}.png")
+        finally:
+            browser.quit()
+            stop(proc)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/console"))

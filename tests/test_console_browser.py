@@ -1,0 +1,187 @@
+"""The console in a real headless Chromium (SPEC §19): Debian's `chromium`
+and `chromium-driver` driven by Selenium, nothing downloaded at run time.
+
+Without them (a developer machine) these tests say so and skip; in CI
+(`CI` set, where .ci/run installs them) a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import CONSOLE_TOKEN, start_console, stop, wait_for
+from tick.producer import enqueue_many
+
+pytestmark = pytest.mark.timeout(180)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def _need_browser() -> None:
+    if CHROMIUM and DRIVER:
+        return
+    message = "needs Debian's chromium and chromium-driver (.ci/run installs them)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def new_browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                 "--disable-gpu", "--window-size=1400,1000", "--no-first-run"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    browser.set_page_load_timeout(30)
+    return browser
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    _need_browser()
+    driver = new_browser()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def console(awc_env: dict[str, str]) -> Iterator[str]:
+    _need_browser()
+    proc, base = start_console(awc_env)
+    yield base
+    stop(proc)
+
+
+def sign_in(browser: Any, base: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(base + "/login")
+    browser.find_element(By.NAME, "token").send_keys(CONSOLE_TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
+    wait_for(lambda: browser.find_elements(By.LINK_TEXT, "Overview"), timeout=15,
+             what="the overview after signing in")
+
+
+def _state_on_page(browser: Any) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(browser.find_element(By.CSS_SELECTOR, "h1 .badge").text)
+
+
+def dead_letters(conn: psycopg.Connection[Any], n: int) -> list[int]:
+    ids = enqueue_many(conn, [{"kind": "mail", "payload": {"n": i}} for i in range(n)])
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', attempts = max_attempts, "
+                 "last_error = 'SMTPError: 550 mailbox unavailable', finished_at = now() "
+                 "WHERE id = ANY(%s)", (ids,))
+    return ids
+
+
+def test_sign_in_filter_paginate_open_a_dead_letter_and_retry_it(
+        conn: psycopg.Connection[Any], console: str, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    ids = dead_letters(conn, 60)
+    enqueue_many(conn, [{"kind": "other"}] * 30)
+    sign_in(browser, console)
+    browser.find_element(By.LINK_TEXT, "Jobs").click()
+    Select(browser.find_element(By.NAME, "state")).select_by_value("FAILED")
+    browser.find_element(By.NAME, "kind").send_keys("mail")
+    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    wait_for(lambda: "state=FAILED" in browser.current_url, what="the filtered list")
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
+    assert len(rows) == 50
+    assert all("FAILED" in row.text for row in rows)
+    # The next page keeps the filter and holds the rest.
+    browser.find_element(By.CSS_SELECTOR, "a[rel=next]").click()
+    wait_for(lambda: "before=" in browser.current_url, what="the second page")
+    assert "state=FAILED" in browser.current_url and "kind=mail" in browser.current_url
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
+    assert len(rows) == 10
+    oldest = min(ids)
+    browser.find_element(By.LINK_TEXT, str(oldest)).click()
+    wait_for(lambda: browser.current_url.endswith(f"/jobs/{oldest}"), what="the job page")
+    assert _state_on_page(browser) == "FAILED"
+    assert "SMTPError: 550" in browser.page_source
+    browser.find_element(By.XPATH, "//button[text()='Retry']").click()
+    wait_for(lambda: _state_on_page(browser) == "PENDING", what="the job to turn PENDING")
+    row = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s", (oldest,)).fetchone()
+    assert row == ("PENDING", 0)
+    audit = conn.execute("SELECT subject FROM awc.audit_events WHERE event = 'console.retry'"
+                         ).fetchall()
+    assert audit == [(f"job:{oldest}",)]
+
+
+def test_a_form_without_its_csrf_token_is_refused(
+        conn: psycopg.Connection[Any], console: str, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    job = dead_letters(conn, 1)[0]
+    sign_in(browser, console)
+    browser.get(f"{console}/jobs/{job}")
+    browser.execute_script("document.querySelectorAll('input[name=csrf]')"
+                           ".forEach(function (e) { e.remove(); });")
+    browser.find_element(By.XPATH, "//button[text()='Retry']").click()
+    wait_for(lambda: "CSRF" in browser.page_source, what="the refusal page")
+    assert "403" in browser.title
+    row = conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row == ("FAILED",)
+
+
+def test_read_only_mode_shows_no_actions(conn: psycopg.Connection[Any],
+                                         awc_env: dict[str, str], browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    job = dead_letters(conn, 1)[0]
+    proc, base = start_console(awc_env, read_only=True)
+    try:
+        sign_in(browser, base)
+        browser.get(f"{base}/jobs/{job}")
+        assert _state_on_page(browser) == "FAILED"
+        assert "read-only" in browser.find_element(By.CSS_SELECTOR, "header").text
+        labels = [b.text for b in browser.find_elements(By.TAG_NAME, "button")]
+        assert not {"Retry", "Cancel", "Pause", "Resume", "Trigger"} & set(labels), labels
+        browser.get(f"{base}/jobs?state=FAILED")
+        assert "all matching" not in browser.page_source
+    finally:
+        stop(proc)
+
+
+def test_unauthenticated_visitors_see_the_sign_in_page_only(
+        conn: psycopg.Connection[Any], console: str, browser: Any) -> None:
+    dead_letters(conn, 3)
+    for path in ("/", "/jobs?state=FAILED", "/ticks", "/limits"):
+        browser.get(console + path)
+        assert "/login" in browser.current_url
+        assert "SMTPError" not in browser.page_source
+        assert "Sign in" in browser.title
+
+
+def test_live_refresh_can_be_paused_and_resumed(console: str, browser: Any) -> None:
+    import time
+
+    from selenium.webdriver.common.by import By
+
+    sign_in(browser, console)
+    toggle = browser.find_element(By.ID, "refresh-toggle")
+    assert toggle.text == "Pause refresh"
+    toggle.click()
+    assert browser.find_element(By.ID, "refresh-toggle").text == "Resume refresh"
+    browser.execute_script("window.awcMarker = 1;")
+    time.sleep(6.5)  # longer than the 5 s refresh: a reload would drop the marker
+    assert browser.execute_script("return window.awcMarker") == 1
+    browser.find_element(By.ID, "refresh-toggle").click()
+    wait_for(lambda: browser.execute_script("return window.awcMarker") is None, timeout=12,
+             what="the page to reload once refresh resumed")
+    assert browser.find_element(By.ID, "refresh-toggle").text == "Pause refresh"

@@ -37,7 +37,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.handlers.kinds",),  # every module of kinds/
     ("tick.handlers",),
     ("tick.drivers",),  # every module of drivers/
-    ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli_limits", "tick.cli"),
+    # The console (SPEC §19): request values and access, then what pages read
+    # and do, how values look, the endpoints, the app.
+    ("tick.ui", "tick.ui.access", "tick.ui.filters", "tick.ui.chart"),
+    ("tick.ui.reads", "tick.ui.actions"),
+    ("tick.ui.render",),
+    ("tick.ui.pages",),
+    ("tick.ui.app",),
+    ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli_limits", "tick.cli_ui",
+     "tick.cli"),
 ]
 PUBLIC = "tick"  # the public API (tick/__init__.py): lazy, importable from any layer
 

@@ -6,6 +6,7 @@ tests are in test_console_browser.py, the plans in test_console_plans.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,10 @@ import pytest
 
 from tests.support import (
     CONSOLE_TOKEN,
+    ROOT,
     csrf_of,
     login_nonce,
+    migrated_database,
     run_awc,
     signed_in,
     start_console,
@@ -30,8 +33,35 @@ pytestmark = pytest.mark.timeout(120)
 PAGES = ["/", "/jobs", "/jobs/1", "/schedules", "/ticks", "/limits", "/jobs/bulk?action=retry"]
 
 
+@pytest.fixture(scope="module")
+def db_url(server_url: str, template_db: str) -> Iterator[str]:
+    """One database for the module's console; each test starts it empty."""
+    with migrated_database(server_url, template_db) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def shared_console(db_url: str) -> Iterator[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
+    proc, base = start_console(env)
+    yield base
+    stop(proc)
+
+
 @pytest.fixture
-def console(awc_env: dict[str, str]) -> Iterator[str]:
+def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
+    """The module's `awc ui` over an emptied database (a process per test
+    would cost a second each)."""
+    conn.execute("TRUNCATE awc.jobs, awc.walk_marks, awc.audit_events, awc.schedules, "
+                 "awc.schedule_fires, awc.ticks, awc.limits, awc.limit_claims "
+                 "RESTART IDENTITY CASCADE")
+    return shared_console
+
+
+@pytest.fixture
+def own_console(awc_env: dict[str, str], conn: psycopg.Connection[Any]) -> Iterator[str]:
+    """A console of the test's own (its sign-in throttle is its own)."""
     proc, base = start_console(awc_env)
     yield base
     stop(proc)
@@ -124,8 +154,8 @@ def test_the_session_cookie_is_httponly_and_strict(console: str) -> None:
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
 
 
-def test_a_wrong_token_is_refused_and_guessing_is_throttled(console: str) -> None:
-    with httpx.Client(base_url=console, timeout=10) as client:
+def test_a_wrong_token_is_refused_and_guessing_is_throttled(own_console: str) -> None:
+    with httpx.Client(base_url=own_console, timeout=10) as client:
         for _ in range(10):
             nonce = login_nonce(client.get("/login").text)
             answer = client.post("/login", data={"token": "x" * 20, "login_nonce": nonce})
@@ -242,7 +272,7 @@ def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(
 
 
 def test_read_only_shows_no_actions_and_refuses_them(
-        awc_env: dict[str, str], conn: psycopg.Connection[Any]) -> None:
+        awc_env: dict[str, str], conn: psycopg.Connection[Any], console: str) -> None:
     job = _failed_job(conn)
     conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
                  "VALUES ('nightly', '0 3 * * *', 'mail', now() + interval '1 hour')")

@@ -74,9 +74,15 @@ def sign_in(browser: Any, base: str) -> None:
 
 
 def _state_on_page(browser: Any) -> str:
+    """The job page's state badge; "" while the page is still loading."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    return str(browser.find_element(By.CSS_SELECTOR, "h1 .badge").text)
+    try:
+        found = browser.find_elements(By.CSS_SELECTOR, "h1 .badge")
+        return str(found[0].text) if found else ""
+    except StaleElementReferenceException:  # the page changed under the lookup
+        return ""
 
 
 def dead_letters(conn: psycopg.Connection[Any], n: int) -> list[int]:

@@ -116,6 +116,24 @@ def test_it_binds_to_loopback_unless_told(console: str) -> None:
     assert console.startswith("http://127.0.0.1:")
 
 
+def test_the_console_never_migrates(empty_db_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=empty_db_url, AWC_UI_TOKEN=CONSOLE_TOKEN, PYTHONPATH=str(ROOT))
+    done = run_awc(env, "ui", "--port", "0", timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "awc: this database has no awc schema; run `awc migrate` first"
+    with psycopg.connect(empty_db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'awc'").fetchone()
+    assert row == (0,)
+
+
+def test_a_multipart_body_with_a_file_is_refused_with_a_page(console: str) -> None:
+    client = signed_in(console)
+    answer = client.post("/jobs/bulk", files={"csrf": ("x.txt", b"abc")})
+    assert answer.status_code == 400
+    assert "awc:" in answer.text and "Traceback" not in answer.text
+
+
 def test_unauthenticated_requests_see_no_data(conn: psycopg.Connection[Any], console: str) -> None:
     job = _failed_job(conn, kind="secret-kind-name")
     with httpx.Client(base_url=console, timeout=10) as client:

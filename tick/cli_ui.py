@@ -39,6 +39,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback exposes the console.")
@@ -67,6 +76,9 @@ def ui_command(host: str, port: int) -> None:
         bound = sock.getsockname()
         mode = " (read-only)" if settings.ui_read_only else ""
         click.echo(f"awc ui: serving on http://{host}:{bound[1]}{mode}", err=True)
+        if not _loopback(host):
+            click.echo("awc ui: listening beyond this host; keep it behind a VPN or an "
+                       "authenticating proxy (TLS is not served here)", err=True)
         config = uvicorn.Config(build_app(pool, token, settings.ui_read_only),
                                 log_level="warning", access_log=False, server_header=False,
                                 proxy_headers=False)

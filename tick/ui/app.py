@@ -100,6 +100,7 @@ def build_app(pool: ConnectionPool[Any], token: str, read_only: bool) -> Guard:
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
+        400: lambda r, e: console.problem(r, 400, "awc: the request's form could not be read"),
         404: lambda r, e: console.problem(r, 404, "awc: no such page"),
         405: lambda r, e: console.problem(r, 405, "awc: that method is not allowed here"),
         500: lambda r, e: _internal(console, r, e),

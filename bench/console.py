@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from bench.common import ROOT, bench_url, machine, median, report, reset
+from tick.cli_ui import served_at
 from tick.db import connect
 
 TOKEN = "bench-console-token-0123456789"
@@ -107,11 +108,11 @@ def serve(url: str) -> tuple[subprocess.Popen[str], str]:
                             text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()
-    found = re.search(r"http://[\d.]+:\d+", line)
-    if found is None:
+    base = served_at(line)
+    if base is None:
         proc.kill()
         raise SystemExit(f"awc ui did not start: {line.strip()}")
-    return proc, found.group(0)
+    return proc, base
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

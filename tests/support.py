@@ -241,7 +241,7 @@ def start_console(env: dict[str, str], *args: str, token: str | None = CONSOLE_T
                   read_only: bool = False) -> tuple[subprocess.Popen[str], str]:
     """Start `awc ui --port 0` and return it with its base URL, read from the
     one line it prints once it listens."""
-    import re
+    from tick.cli_ui import served_at
 
     env = {**env, "AWC_UI_READ_ONLY": "true" if read_only else "false"}
     if token is not None:
@@ -249,11 +249,11 @@ def start_console(env: dict[str, str], *args: str, token: str | None = CONSOLE_T
     proc = spawn(env, "ui", "--port", "0", *args)
     assert proc.stderr is not None
     line = proc.stderr.readline()
-    found = re.search(r"http://[\d.]+:\d+", line)
-    if found is None:
+    base = served_at(line)
+    if base is None:
         proc.kill()
         raise AssertionError(f"awc ui did not start: {line.strip()}")
-    return proc, found.group(0)
+    return proc, base
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -192,6 +192,21 @@ def test_operator_retry_revives_a_dead_letter(
         f"awc: job {job_id} is PENDING; only FAILED or CANCELLED jobs can be retried")
 
 
+def test_operator_retry_of_a_job_whose_dedupe_key_is_live_says_so(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    old = enqueue(conn, "noop", dedupe_key="nightly-2026-12-01")
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED' WHERE id = %s", (old,))
+    live = enqueue(conn, "noop", dedupe_key="nightly-2026-12-01")  # the key is free again
+    assert live != old
+    refused = run_awc(awc_env, "retry", str(old))
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"awc: job {old} cannot be retried: a live job holds its dedupe key")
+    assert job_row(conn, old)["state"] == "FAILED"
+    assert job_row(conn, live)["state"] == "PENDING"
+
+
 def test_operator_cancel_and_missing_jobs(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -71,7 +71,8 @@ def _state_of(conn: psycopg.Connection[Any], job_id: int) -> str | None:
 
 def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Cancel a PENDING or RUNNING job; a running holder's outcome is fenced out."""
-    if conn.execute(sql("cancel_job"), {"id": job_id}).fetchone() is None:
+    row = conn.execute(sql("cancel_jobs"), {"ids": [job_id]}).fetchone()
+    if row is None or row[0] == 0:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobStateError(f"job {job_id} does not exist")
@@ -83,15 +84,16 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Send a FAILED or CANCELLED job back to PENDING with a fresh attempt budget."""
     from psycopg.errors import UniqueViolation
 
+    held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
     try:
-        revived = conn.execute(sql("retry_job"), {"id": job_id}).fetchone()
+        row = conn.execute(sql("revive_jobs"), {"ids": [job_id]}).fetchone()
     except UniqueViolation:
-        raise JobStateError(
-            f"job {job_id} cannot be retried: a live job holds its dedupe key"
-        ) from None
-    if revived is None:
+        raise held from None
+    if row is None or row[0] == 0:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobStateError(f"job {job_id} does not exist")
+        if state in ("FAILED", "CANCELLED"):
+            raise held  # revive_jobs left it: its dedupe key is live
         raise JobStateError(
             f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")

@@ -16,6 +16,15 @@ from tick.errors import AwcError
 from tick.settings import load_settings
 
 POOL_SIZE = 4  # uvicorn's worker threads borrow these; pages are short
+SERVING = "awc ui: serving on "  # the line printed once the socket listens
+
+
+def served_at(line: str) -> str | None:
+    """The console's base URL from the line `awc ui` prints once it listens
+    (how a supervisor, a test or a benchmark finds a console on --port 0)."""
+    if not line.startswith(SERVING):
+        return None
+    return line[len(SERVING):].split()[0]
 
 
 class ListenError(AwcError):
@@ -75,7 +84,7 @@ def ui_command(host: str, port: int) -> None:
     try:
         bound = sock.getsockname()
         mode = " (read-only)" if settings.ui_read_only else ""
-        click.echo(f"awc ui: serving on http://{host}:{bound[1]}{mode}", err=True)
+        click.echo(f"{SERVING}http://{host}:{bound[1]}{mode}", err=True)
         if not _loopback(host):
             click.echo("awc ui: listening beyond this host; keep it behind a VPN or an "
                        "authenticating proxy (TLS is not served here)", err=True)

@@ -99,7 +99,8 @@ class Bulk:
             ids = self._candidates(conn)
             changed = 0
             if ids:
-                row = conn.execute(sql(f"console_bulk_{self.action}"), {"ids": ids}).fetchone()
+                statement = "revive_jobs" if self.action == "retry" else "cancel_jobs"
+                row = conn.execute(sql(statement), {"ids": ids}).fetchone()
                 changed = int(row[0]) if row else 0
             _audit(conn, f"bulk_{self.action}", "jobs", {
                 "filter": {k: v for k, v in vars(self.where).items() if v is not None},

@@ -1,8 +1,11 @@
--- Console bulk retry (SPEC §4.2, §19): the FAILED or CANCELLED jobs among
--- %(ids)s return to PENDING with a fresh attempt budget. A job whose dedupe
--- key a live job holds stays as it is (a single retry says so), and of
--- several sharing one key only the newest is revived, so the statement
--- never trips the key's unique index.
+-- Operator retry (SPEC §4.2), of one job (`awc retry`, the console) or many
+-- (the console's bulk retry, SPEC §19): the FAILED or CANCELLED jobs among
+-- %(ids)s return to PENDING with a fresh attempt budget, claimable at once,
+-- and waiting loops are woken. A job whose dedupe key a live job holds stays
+-- as it is (`awc retry` says so), and of several sharing one key only the
+-- newest is revived, so the statement never trips the key's unique index
+-- (a producer enqueueing that key at the same moment still can: the caller
+-- reports it). The count of jobs revived.
 WITH picked AS (
     SELECT DISTINCT ON (coalesce(j.dedupe_key, j.id::text)) j.id
     FROM awc.jobs AS j

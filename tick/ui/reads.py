@@ -42,10 +42,12 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     by_kind = conn.execute(sql("console_ready_by_kind"), {"cap": CAP + 1, "kinds": GROUPS})
     by_queue = conn.execute(sql("console_ready_by_queue"), {"cap": CAP + 1, "queues": GROUPS})
     hours = conn.execute(sql("console_throughput")).fetchall()
+    counted = {state: int(states.get(state, 0)) for state in
+               ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")}
     return {
-        "states": {state: int(states.get(state, 0)) for state in
-                   ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")},
-        "table_estimate": int(estimate[0]) if estimate else 0,
+        "states": counted,
+        # A table never analyzed has no estimate: at least what was counted.
+        "table_estimate": max(int(estimate[0]) if estimate else 0, sum(counted.values())),
         "oldest_ready_age_s": None if age is None or age[0] is None else float(age[0]),
         "by_kind": _rows(by_kind),
         "by_queue": _rows(by_queue),

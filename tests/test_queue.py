@@ -85,6 +85,25 @@ def test_enqueue_many_refuses_unknown_fields(conn: psycopg.Connection[Any]) -> N
         enqueue_many(conn, [{"kind": "a", "payloads": {}}])
 
 
+@pytest.mark.parametrize("later, field", [
+    ({"kind": "a", "max_attempts": True}, "max_attempts"),  # True == 1, but not an integer
+    ({"kind": "a", "priority": 0.0}, "priority"),  # 0.0 == 0, but not an integer
+    ({"kind": ["a"]}, "kind"),  # unhashable: checked in full
+    ({"kind": "a", "queue": "q\x00"}, "queue"),
+])
+def test_each_job_of_a_batch_is_checked_even_when_it_looks_like_an_earlier_one(
+        conn: psycopg.Connection[Any], later: dict[str, Any], field: str) -> None:
+    """enqueue_many checks each distinct (kind, queue, limits) once; a value
+    equal to an earlier one but of another type is still its own (SPEC §4.3)."""
+    from tick.producer import EnqueueError
+
+    batch = [{"kind": "a", "max_attempts": 1, "priority": 0}] * 100 + [later]
+    with pytest.raises(EnqueueError, match=f"^job 100: {field}: "):
+        enqueue_many(conn, batch)
+    row = conn.execute("SELECT count(*) FROM awc.jobs").fetchone()
+    assert row == (0,)
+
+
 def test_constraints_reject_bad_rows(conn: psycopg.Connection[Any]) -> None:
     for bad in (
         "INSERT INTO awc.jobs (kind) VALUES ('')",

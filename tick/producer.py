@@ -62,12 +62,16 @@ def _check_int(value: Any, field: str, low: int, high: int) -> int:
 
 def _payload_json(payload: Mapping[str, Any] | None) -> str:
     """The payload as JSON text that jsonb stores as sent, or `EnqueueError`."""
-    if payload is None or (isinstance(payload, Mapping) and not payload):
+    if type(payload) is not dict:  # a plain dict, the usual case, skips the ABC checks
+        if payload is None or (isinstance(payload, Mapping) and not payload):
+            return "{}"
+        if not isinstance(payload, Mapping):
+            raise EnqueueError("payload", "must be a JSON object")
+        payload = dict(payload)
+    elif not payload:
         return "{}"
-    if not isinstance(payload, Mapping):
-        raise EnqueueError("payload", "must be a JSON object")
     try:
-        text = _ENCODE(payload if isinstance(payload, dict) else dict(payload))
+        text = _ENCODE(payload)
     except RecursionError:
         raise EnqueueError("payload", "is nested too deeply") from None
     except ValueError:
@@ -157,18 +161,30 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
     batch = list(jobs)
     if not batch:
         return []
+    # A batch repeats its kinds, queues and limits: each distinct combination
+    # is checked once. The key holds each value's type as well, so True never
+    # passes for 1, nor 1.0 for 1; an unhashable value is checked every time.
+    passed: set[tuple[Any, ...]] = set()
     for n, job in enumerate(batch):
-        unknown = set(job) - ENQUEUE_FIELDS
-        if unknown:
+        if not ENQUEUE_FIELDS.issuperset(job):
+            unknown = set(job) - ENQUEUE_FIELDS
             raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
         if "kind" not in job:
             raise TypeError("enqueue_many: every job needs a 'kind'")
+        fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),
+                  job.get("priority", 0), job.get("queue", "default"), job.get("dedupe_key"))
+        key: tuple[Any, ...] | None = (*fields, *map(type, fields))
         try:
-            _check_job(job["kind"], job.get("max_attempts", 5), job.get("run_at"),
-                       job.get("priority", 0), job.get("queue", "default"),
-                       job.get("dedupe_key"))
+            if key in passed:
+                continue
+        except TypeError:  # unhashable: never cached
+            key = None
+        try:
+            _check_job(*fields)
         except EnqueueError as error:
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
+        if key is not None:
+            passed.add(key)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
         return _copy_many(conn, batch)
     columns: dict[str, list[Any]] = {

@@ -73,5 +73,9 @@ def test_the_wheel_installs_only_the_tick_package(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"tick"}
     for shipped in ("tick/handlers/kinds/gc_sweep.py", "tick/handlers/py.typed",
                     "tick/migrations/0001_jobs.sql", "tick/sql/claim_jobs.sql",
-                    "tick/engine/coordinator.py", "tick/drivers/aws_lambda.py"):
+                    "tick/engine/coordinator.py", "tick/drivers/aws_lambda.py",
+                    # The console serves these from the installed package (SPEC §19).
+                    "tick/ui/app.py", "tick/ui/templates/base.html",
+                    "tick/ui/static/awc.js", "tick/ui/static/awc.css",
+                    "tick/migrations/0007_console.sql"):
         assert shipped in names

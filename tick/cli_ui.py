@@ -7,13 +7,15 @@ without `AWC_UI_TOKEN`. It binds its socket itself, so a port in use is one
 
 from __future__ import annotations
 
-import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tick.errors import AwcError
 from tick.settings import load_settings
+
+if TYPE_CHECKING:
+    import socket
 
 POOL_SIZE = 4  # uvicorn's worker threads borrow these; pages are short
 SERVING = "awc ui: serving on "  # the line printed once the socket listens
@@ -32,6 +34,8 @@ class ListenError(AwcError):
 
 
 def listen(host: str, port: int) -> socket.socket:
+    import socket  # here: every `awc` command imports this module, only `ui` listens
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -14,8 +14,6 @@ traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -59,11 +57,6 @@ class Console:
         self.read_only = read_only
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters.update(FILTERS)
-
-    @contextmanager
-    def conn(self) -> Iterator[Any]:
-        with self.pool.connection() as conn:
-            yield conn
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         session = request.scope.get("awc.session")

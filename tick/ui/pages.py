@@ -44,30 +44,45 @@ def _console(request: Request) -> Console:
     return found
 
 
-def answers(fn: Callable[[Request, Console], Response]) -> Endpoint:
-    """A page: the console's known refusals become pages with a status,
-    a lost database a 503, never a traceback."""
+def _answer(request: Request, console: Console, call: Callable[[], Response]) -> Response:
+    """`call`'s page; the console's known refusals become pages with a status,
+    a database that does not answer a 503, never a traceback."""
     import psycopg
 
     from tick.schedules import ScheduleNotFound
 
+    try:
+        return call()
+    except BadInput as error:
+        return console.problem(request, 400, f"awc: {error}")
+    except (JobStateError, ScheduleNotFound) as error:
+        missing = "does not exist" in str(error)
+        return console.problem(request, 404 if missing else 409, f"awc: {error}")
+    except psycopg.errors.UniqueViolation:
+        return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
+                               "these jobs needs; nothing was changed, try again")
+    except psycopg.Error as error:
+        # The class only: a server message may quote a value.
+        return console.problem(request, 503, "awc: the database did not answer "
+                               f"({type(error).__name__})")
+
+
+def _csrf_refusal(request: Request, console: Console, form: Any) -> Response | None:
+    """403 unless the form carries this session's CSRF token."""
+    session = request.scope.get("awc.session")
+    if session is None or not csrf_matches(session.csrf, form.get("csrf")):
+        return console.problem(request, 403, "awc: the form's CSRF token is missing or "
+                               "wrong; reload the page and try again")
+    return None
+
+
+def answers(fn: Callable[[Request, Console], Response]) -> Endpoint:
+    """A page (run in Starlette's thread pool, as a plain function)."""
+
     @functools.wraps(fn)
     def endpoint(request: Request) -> Response:
         console = _console(request)
-        try:
-            return fn(request, console)
-        except BadInput as error:
-            return console.problem(request, 400, f"awc: {error}")
-        except (JobStateError, ScheduleNotFound) as error:
-            missing = "does not exist" in str(error)
-            return console.problem(request, 404 if missing else 409, f"awc: {error}")
-        except psycopg.errors.UniqueViolation:
-            return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
-                                   "these jobs needs; nothing was changed, try again")
-        except psycopg.Error as error:
-            # The class only: a server message may quote a value.
-            return console.problem(request, 503, "awc: the database did not answer "
-                                   f"({type(error).__name__})")
+        return _answer(request, console, lambda: fn(request, console))
 
     return endpoint
 
@@ -81,12 +96,11 @@ def acts(fn: Callable[[Request, Console, Any], Response]) -> Endpoint:
         if console.read_only:
             return console.problem(request, 403, "awc: the console is read-only")
         form = await request.form(max_files=0, max_fields=20)
-        session = request.scope.get("awc.session")
-        if session is None or not csrf_matches(session.csrf, form.get("csrf")):
-            return console.problem(request, 403, "awc: the form's CSRF token is missing or "
-                                   "wrong; reload the page and try again")
-        page = answers(lambda r, c: fn(r, c, form))
-        response: Response = await run_in_threadpool(page, request)
+        refused = _csrf_refusal(request, console, form)
+        if refused is not None:
+            return refused
+        response: Response = await run_in_threadpool(
+            _answer, request, console, lambda: fn(request, console, form))
         return response
 
     return endpoint
@@ -143,9 +157,9 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     console = _console(request)
     form = await request.form(max_files=0, max_fields=10)
-    session = request.scope.get("awc.session")
-    if session is None or not csrf_matches(session.csrf, form.get("csrf")):
-        return console.problem(request, 403, "awc: the form's CSRF token is missing or wrong")
+    refused = _csrf_refusal(request, console, form)
+    if refused is not None:
+        return refused
     console.gate.close(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
@@ -162,7 +176,7 @@ def _text(form: Any, name: str) -> str:
 
 @answers
 def overview(request: Request, console: Console) -> Response:
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         data = reads.overview(conn)
     return console.page(request, "overview.html", refresh=True, data=data,
                         chart=throughput_svg(data["hours"]))
@@ -172,7 +186,7 @@ def overview(request: Request, console: Console) -> Response:
 def jobs(request: Request, console: Console) -> Response:
     where = JobFilter.parse(request.query_params)
     cursor = before(request.query_params)
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         page = reads.jobs(conn, where, cursor)
     return console.page(request, "jobs.html", refresh=cursor is None, where=where, page=page,
                         window=reads.WINDOW, cap=actions.BULK_CAP)
@@ -181,7 +195,7 @@ def jobs(request: Request, console: Console) -> Response:
 @answers
 def job(request: Request, console: Console) -> Response:
     wanted = job_id(request.path_params["id"])
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         found = reads.job(conn, wanted)
     if found is None:
         return console.problem(request, 404, f"awc: job {wanted} does not exist")
@@ -194,7 +208,7 @@ def job_action(request: Request, console: Console, form: Any) -> Response:
     action = request.path_params["action"]
     if action not in ("retry", "cancel"):
         return console.problem(request, 404, "awc: no such action")
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         (actions.retry if action == "retry" else actions.cancel)(conn, wanted)
     return RedirectResponse(f"/jobs/{wanted}", status_code=303)
 
@@ -211,7 +225,7 @@ def bulk_preview(request: Request, console: Console) -> Response:
     if console.read_only:
         return console.problem(request, 403, "awc: the console is read-only")
     bulk = _bulk(request, request.query_params)
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         touches = bulk.preview(conn)
     return console.page(request, "bulk.html", bulk=bulk, touches=touches,
                         cap=actions.BULK_CAP, states=bulk.states())
@@ -220,7 +234,7 @@ def bulk_preview(request: Request, console: Console) -> Response:
 @acts
 def bulk_apply(request: Request, console: Console, form: Any) -> Response:
     bulk = _bulk(request, {k: _text(form, k) for k in ("action", "state", "kind", "queue", "id")})
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         changed = bulk.apply(conn)
     return console.page(request, "bulk.html", bulk=bulk, changed=changed,
                         cap=actions.BULK_CAP, states=bulk.states())
@@ -229,7 +243,7 @@ def bulk_apply(request: Request, console: Console, form: Any) -> Response:
 @answers
 def schedules(request: Request, console: Console) -> Response:
     after = schedule_name(request.query_params)
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         rows, more = reads.schedules(conn, after)
     return console.page(request, "schedules.html", refresh=True, rows=rows, more=more,
                         after=after)
@@ -238,7 +252,7 @@ def schedules(request: Request, console: Console) -> Response:
 @answers
 def schedule(request: Request, console: Console) -> Response:
     name = schedule_name(request.path_params, "name")
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         found = reads.schedule(conn, name)
     if found is None:
         return console.problem(request, 404, "awc: no such schedule")
@@ -251,7 +265,7 @@ def schedule_action(request: Request, console: Console, form: Any) -> Response:
     action = request.path_params["action"]
     if action not in ("pause", "resume", "trigger"):
         return console.problem(request, 404, "awc: no such action")
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         actions.schedule(conn, action, name)
     return RedirectResponse(f"/schedules/{quote(name, safe='')}", status_code=303)
 
@@ -260,7 +274,7 @@ def schedule_action(request: Request, console: Console, form: Any) -> Response:
 def ticks(request: Request, console: Console) -> Response:
     which = driver(request.query_params)
     cursor = tick_cursor(request.query_params)
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         rows, more = reads.ticks(conn, which, cursor)
     return console.page(request, "ticks.html", refresh=cursor is None, rows=rows, more=more,
                         driver=which)
@@ -268,6 +282,6 @@ def ticks(request: Request, console: Console) -> Response:
 
 @answers
 def limits(request: Request, console: Console) -> Response:
-    with console.conn() as conn:
+    with console.pool.connection() as conn:
         rows = reads.limits(conn)
     return console.page(request, "limits.html", refresh=True, rows=rows)

@@ -36,12 +36,20 @@ def _rows(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
 
 
 def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    states = dict(conn.execute(sql("console_state_counts"), {"cap": CAP + 1}).fetchall())
-    estimate = conn.execute(sql("console_table_estimate")).fetchone()
-    age = conn.execute(sql("oldest_ready_age")).fetchone()
-    by_kind = conn.execute(sql("console_ready_by_kind"), {"cap": CAP + 1, "kinds": GROUPS})
-    by_queue = conn.execute(sql("console_ready_by_queue"), {"cap": CAP + 1, "queues": GROUPS})
-    hours = conn.execute(sql("console_throughput")).fetchall()
+    # Eight short statements, pipelined: one exchange with the server, not eight.
+    with conn.pipeline():
+        cur = {name: conn.execute(sql(name), params) for name, params in (
+            ("console_state_counts", {"cap": CAP + 1}),
+            ("console_table_estimate", None),
+            ("oldest_ready_age", None),
+            ("console_ready_by_kind", {"cap": CAP + 1, "kinds": GROUPS}),
+            ("console_ready_by_queue", {"cap": CAP + 1, "queues": GROUPS}),
+            ("console_throughput", None),
+            ("console_last_ticks", None),
+            ("console_dead_letters", {"limit": DEAD_LETTERS}))}
+    states = dict(cur["console_state_counts"].fetchall())
+    estimate = cur["console_table_estimate"].fetchone()
+    age = cur["oldest_ready_age"].fetchone()
     counted = {state: int(states.get(state, 0)) for state in
                ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")}
     return {
@@ -49,14 +57,13 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         # A table never analyzed has no estimate: at least what was counted.
         "table_estimate": max(int(estimate[0]) if estimate else 0, sum(counted.values())),
         "oldest_ready_age_s": None if age is None or age[0] is None else float(age[0]),
-        "by_kind": _rows(by_kind),
-        "by_queue": _rows(by_queue),
+        "by_kind": _rows(cur["console_ready_by_kind"]),
+        "by_queue": _rows(cur["console_ready_by_queue"]),
         "groups": GROUPS,
         "hours": [{"hour": h, "completed": int(c), "failed": int(f), "retried": int(r)}
-                  for h, c, f, r in hours],
-        "last_ticks": _rows(conn.execute(sql("console_last_ticks"))),
-        "dead_letters": _rows(conn.execute(sql("console_dead_letters"),
-                                           {"limit": DEAD_LETTERS})),
+                  for h, c, f, r in cur["console_throughput"].fetchall()],
+        "last_ticks": _rows(cur["console_last_ticks"]),
+        "dead_letters": _rows(cur["console_dead_letters"]),
     }
 
 

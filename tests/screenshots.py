@@ -16,8 +16,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from tests.support import ROOT, fresh_database, start_console, stop
-from tests.test_console_browser import new_browser, sign_in
+from tests.support import ROOT, fresh_database, new_browser, sign_in, start_console, stop
 from tick.migrate import migrate
 
 DEMO = """

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -280,6 +281,35 @@ def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', html)
     assert found is not None, "the page has no CSRF field"
     return found.group(1)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def new_browser() -> Any:
+    """Debian's headless Chromium through its chromedriver (Selenium)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                 "--disable-gpu", "--window-size=1400,1000", "--no-first-run"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    browser.set_page_load_timeout(30)
+    return browser
+
+
+def sign_in(browser: Any, base: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(base + "/login")
+    browser.find_element(By.NAME, "token").send_keys(CONSOLE_TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
+    wait_for(lambda: browser.find_elements(By.LINK_TEXT, "Overview"), timeout=15,
+             what="the overview after signing in")
 
 
 def signed_in(base: str, token: str = CONSOLE_TOKEN) -> Any:

@@ -8,20 +8,25 @@ Without them (a developer machine) these tests say so and skip; in CI
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support import CONSOLE_TOKEN, start_console, stop, wait_for
+from tests.support import (
+    CHROMIUM,
+    DRIVER,
+    new_browser,
+    sign_in,
+    start_console,
+    stop,
+    wait_for,
+)
 from tick.producer import enqueue_many
 
 pytestmark = pytest.mark.timeout(180)
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 
 
 def _need_browser() -> None:
@@ -31,20 +36,6 @@ def _need_browser() -> None:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
-
-
-def new_browser() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                 "--disable-gpu", "--window-size=1400,1000", "--no-first-run"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
-    browser.set_page_load_timeout(30)
-    return browser
 
 
 @pytest.fixture
@@ -61,16 +52,6 @@ def console(awc_env: dict[str, str]) -> Iterator[str]:
     proc, base = start_console(awc_env)
     yield base
     stop(proc)
-
-
-def sign_in(browser: Any, base: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    browser.get(base + "/login")
-    browser.find_element(By.NAME, "token").send_keys(CONSOLE_TOKEN)
-    browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
-    wait_for(lambda: browser.find_elements(By.LINK_TEXT, "Overview"), timeout=15,
-             what="the overview after signing in")
 
 
 def _state_on_page(browser: Any) -> str:

@@ -1,7 +1,7 @@
 """lambda (SPEC §14): what a scheduled Lambda invocation with nothing to do
 costs, since Lambda bills every millisecond of every idle schedule.
 
-    python -m bench.lambda_warm [--invocations 2000] [--runs 7]
+    python -m bench.lambda_warm [--invocations 2000] [--runs 7] [--profile FILE]
 
 warm: the handler called in-process (real PostgreSQL, an empty queue, a fake
 context, a scheduler event) again and again after one cold call: p50 and p99
@@ -43,13 +43,23 @@ class Context:
         return 30_000
 
 
-def child(invocations: int) -> None:
-    """Runs in its own process, stdout to /dev/null; figures on stderr."""
+def child(invocations: int, profile: str | None = None) -> None:
+    """Runs in its own process, stdout to /dev/null; figures on stderr. With
+    `profile`, the warm calls run under pyinstrument, its tree written there."""
     import tick.drivers.aws_lambda as entry
     from tick.db import exchanges
 
     event = {"scheduled_time": "2026-12-01T03:00:00Z", "execution_id": "bench"}
     entry.handler(event, Context())  # cold
+    if profile is not None:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005)
+        with profiler:
+            for _ in range(invocations):
+                entry.handler(event, Context())
+        with open(profile, "w", encoding="utf-8") as out:
+            out.write(profiler.output_text(unicode=False, color=False))
     times = []
     for _ in range(invocations):
         began = time.perf_counter()
@@ -73,11 +83,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--invocations", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="also profile the warm calls with pyinstrument (pip install "
+                             "pyinstrument) and write its call tree to FILE")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.invocations)
+        child(args.invocations, args.profile)
         return {}
+    if args.profile is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("pyinstrument") is None:
+            raise SystemExit("bench.lambda_warm: --profile needs pyinstrument "
+                             "(pip install pyinstrument)")
     url = bench_url()
     with connect(url) as conn:
         reset(conn)
@@ -85,8 +104,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", PYTHONPATH=str(ROOT),
                POWERTOOLS_METRICS_NAMESPACE="awc", POWERTOOLS_SERVICE_NAME="awc")
+    profiling = [] if args.profile is None else ["--profile", os.path.abspath(args.profile)]
     done = subprocess.run([sys.executable, "-m", "bench.lambda_warm", "--child",
-                           "--invocations", str(args.invocations)], env=env, cwd=ROOT,
+                           "--invocations", str(args.invocations), *profiling], env=env, cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           timeout=900)
     if done.returncode != 0:

@@ -3,21 +3,26 @@
 #
 #   sudo cron/install-host.sh cron|timer|loop [PACKAGE]
 #
-# PACKAGE is what pip installs (default: 'awc-worker[s3]'; a path to a
-# checkout or a wheel works too). Steps, each safe to repeat:
+# PACKAGE is what pip installs (default: the checkout this script is in, with
+# the s3 extra; a wheel built from it works too, e.g.
+# 'dist/awc_worker-0.1.0-py3-none-any.whl[s3]'). Steps, each safe to repeat
+# (a repeat upgrades awc and never overwrites what the operator changed):
 #   1. a virtual environment in /opt/awc: Debian 12's system pip is
 #      "externally managed" and refuses `pip install`; `awc` is linked into
 #      /usr/local/bin;
 #   2. the system user `awc` and /var/log/awc (cron logs there);
-#   3. /etc/awc with an empty database-url (mode 0600) for you to fill in;
+#   3. /etc/awc with an empty database-url (mode 0600) for you to fill in, and
+#      awc.env (the settings) from cron/awc.env; both only when absent;
 #   4. the crontab file as /etc/cron.d/awc-tick (no dot: Debian's cron skips
-#      such names), or the systemd units, reloaded.
+#      such names), or the systemd units, reloaded. A file the operator
+#      changed is kept; the shipped version is put beside it as NAME.new
+#      (cron and systemd both ignore that name).
 # DESTDIR installs into another root (the tests do); nothing is started there.
 set -eu
 
 mode="${1:-}"
-package="${2:-awc-worker[s3]}"
 here=$(cd "$(dirname "$0")" && pwd)
+package="${2:-$(dirname "$here")[s3]}"
 root="${DESTDIR:-}"
 case "$mode" in
   cron|timer|loop) ;;
@@ -50,21 +55,31 @@ if [ ! -e "$root/etc/awc/database-url" ]; then
   # shellcheck disable=SC2086
   install -m 0600 $owner /dev/null "$root/etc/awc/database-url"
 fi
-[ -e "$root/etc/awc/awc.env" ] || install -m 0644 /dev/null "$root/etc/awc/awc.env"
+[ -e "$root/etc/awc/awc.env" ] || install -m 0644 "$here/awc.env" "$root/etc/awc/awc.env"
 
-# 4. The driver.
+# 4. The driver. keep SRC DEST: install SRC as DEST unless DEST is there and
+# differs (the operator changed it): then DEST stays and SRC goes to DEST.new.
+keep() {
+  if [ ! -e "$2" ] || cmp -s "$1" "$2"; then
+    install -m 0644 "$1" "$2"
+  else
+    install -m 0644 "$1" "$2.new"
+    echo "install-host: kept your $2; the shipped version is $2.new"
+  fi
+}
 if [ "$mode" = cron ]; then
   install -d -m 0755 "$root/etc/cron.d"
-  install -m 0644 "$here/awc-tick" "$root/etc/cron.d/awc-tick"
+  keep "$here/awc-tick" "$root/etc/cron.d/awc-tick"
 else
   install -d -m 0755 "$root/etc/systemd/system"
-  install -m 0644 "$here/awc-tick.service" "$here/awc-tick.timer" "$here/awc-loop.service" \
-    "$root/etc/systemd/system/"
+  for unit in awc-tick.service awc-tick.timer awc-loop.service; do
+    keep "$here/$unit" "$root/etc/systemd/system/$unit"
+  done
   [ -z "$root" ] && systemctl daemon-reload
 fi
 echo "awc installed for $mode. Next: write the connection string to /etc/awc/database-url"
 case "$mode" in
-  cron) echo "and settings (AWC_CAS_URL, ...) in /etc/cron.d/awc-tick." ;;
+  cron) echo "and settings (AWC_CAS_URL, ...) in /etc/awc/awc.env." ;;
   timer) echo "and settings in /etc/awc/awc.env, then: systemctl enable --now awc-tick.timer" ;;
   loop) echo "and settings in /etc/awc/awc.env, then: systemctl enable --now awc-loop.service" ;;
 esac

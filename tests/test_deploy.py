@@ -157,6 +157,25 @@ def test_the_crontab_line_parses() -> None:
     assert subprocess.run(["sh", "-n", "-c", command], timeout=10).returncode == 0
 
 
+def test_the_crontab_line_reads_its_settings_from_awc_env(tmp_path: Path) -> None:
+    # Issue 22 item 20: settings live in /etc/awc/awc.env, which a re-install
+    # never overwrites; the cron line must hand them to awc.
+    (line,) = [ln for ln in (CRON / "awc-tick").read_text().splitlines()
+               if ln.startswith("* ")]
+    command = line.split(None, 6)[6]
+    settings = tmp_path / "awc.env"
+    settings.write_text("AWC_CAS_URL=file:///srv/awc/store\nAWC_HANDLER_MODULES=myapp.jobs\n")
+    log = tmp_path / "tick.log"
+    command = (command.replace("/etc/awc/awc.env", str(settings))
+               .replace("/usr/local/bin/awc tick", "/usr/bin/env")
+               .replace("/var/log/awc/tick.log", str(log))
+               .replace("/run/lock/awc-tick.lock", str(tmp_path / "lock")))
+    done = subprocess.run(["sh", "-c", command], timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0
+    seen = log.read_text().splitlines()
+    assert "AWC_CAS_URL=file:///srv/awc/store" in seen and "AWC_HANDLER_MODULES=myapp.jobs" in seen
+
+
 @pytest.mark.timeout(600)
 def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
     out = tmp_path / "awc-lambda.zip"
@@ -196,7 +215,25 @@ def test_the_host_install_script_lays_out_every_file(tmp_path: Path, mode: str) 
     else:
         units = sorted(p.name for p in (root / "etc/systemd/system").iterdir())
         assert units == ["awc-loop.service", "awc-tick.service", "awc-tick.timer"]
-    again = subprocess.run(["sh", str(CRON / "install-host.sh"), mode, str(ROOT)],
+    # Safe to repeat (issue 22 item 20): what the operator changed is kept;
+    # the shipped driver file lands beside a changed one as NAME.new.
+    settings = root / "etc/awc/awc.env"
+    assert settings.read_text() == (CRON / "awc.env").read_text()
+    settings.write_text("AWC_CAS_URL=s3://the-operators-bucket/awc\n")
+    (root / "etc/awc/database-url").write_text("postgresql://awc@db/awc\n")
+    driver = (root / "etc/cron.d/awc-tick" if mode == "cron"
+              else root / "etc/systemd/system/awc-tick.timer")
+    driver.write_text(driver.read_text() + "# changed by the operator\n")
+    untouched = root / "etc/systemd/system/awc-loop.service"
+    # The default package (no second argument) is the checkout the script is in.
+    again = subprocess.run(["sh", str(CRON / "install-host.sh"), mode],
                            env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
                            capture_output=True, text=True, timeout=280)
-    assert again.returncode == 0, again.stderr[-2000:]  # safe to repeat
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert settings.read_text() == "AWC_CAS_URL=s3://the-operators-bucket/awc\n"
+    assert (root / "etc/awc/database-url").read_text() == "postgresql://awc@db/awc\n"
+    assert driver.read_text().endswith("# changed by the operator\n")
+    assert Path(f"{driver}.new").read_text() == (CRON / driver.name).read_text()
+    assert f"kept your {driver}" in again.stdout
+    if mode != "cron":
+        assert not Path(f"{untouched}.new").exists()

@@ -79,3 +79,22 @@ def test_the_wheel_installs_only_the_tick_package(tmp_path: Path) -> None:
                     "tick/ui/static/awc.js", "tick/ui/static/awc.css",
                     "tick/migrations/0007_console.sql"):
         assert shipped in names
+
+
+def test_every_install_instruction_names_something_installable() -> None:
+    # Issue 22 item 19: awc is installed from a checkout or a wheel built from
+    # it; no instruction may name a package the registry does not have.
+    import tomllib
+
+    from tick.errors import missing_extra
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for extra in ("s3", "ui", "embedded", "lambda"):
+        message = str(missing_extra("this", extra))
+        assert f"pip install '.[{extra}]'" in message and extra in extras
+    for path in [ROOT / "README.md", *(ROOT / "cron").iterdir(), *(ROOT / "scripts").iterdir(),
+                 *(ROOT / "tick").rglob("*.py"), *(ROOT / "handlers").rglob("*.py")]:
+        if path.is_file():
+            text = path.read_text()
+            assert "install 'awc-worker" not in text and "awc-worker[" not in text, path

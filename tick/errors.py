@@ -37,5 +37,17 @@ class JobStateError(AwcError):
     """An operator command named a job that is missing or in the wrong state."""
 
 
+def missing_extra(what: str, extra: str) -> AwcError:
+    """The error for a feature whose optional dependencies are not installed.
+
+    awc is installed from a checkout or a wheel built from one (README,
+    "Installing"), not from a registry, so the hint names both ways.
+    """
+    return AwcError(
+        f"{what} needs the '{extra}' extra: pip install '.[{extra}]' in the awc checkout,"
+        f" or pip install 'dist/<wheel>.whl[{extra}]' for a wheel built there"
+    )
+
+
 class HandlerImportError(AwcError):
     """A module named by AWC_HANDLER_MODULES failed to import."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from tick.errors import AwcError
+from tick.errors import missing_extra
 
 from .base import (
     CHUNK_SIZE,
@@ -42,9 +42,7 @@ class S3Store(ContentAddressed):
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise AwcError(
-                "an s3:// store needs the 's3' extra: pip install 'awc-worker[s3]'"
-            ) from None
+            raise missing_extra("an s3:// store", "s3") from None
         self.bucket = bucket
         self.prefix = prefix
         options: dict[str, Any] = {

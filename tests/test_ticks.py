@@ -88,6 +88,29 @@ def test_status_shows_the_last_finished_tick_of_each_driver(
     last = status["last_ticks"]["tick"]
     assert last["error"] is None and last["stop_reason"] == "drained" and last["age_s"] < 60
     assert "last tick tick:" in run_awc(awc_env, "status").stdout
+    assert last["success_age_s"] is not None and last["success_age_s"] <= last["age_s"] + 1
+
+
+def test_status_gives_the_age_of_the_last_successful_tick_while_ticks_keep_failing(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # Issue 22 item 24: a tick failing every minute must still alert. `age_s`
+    # is the last finished tick's; `success_age_s` the last successful one's.
+    conn.execute(
+        "INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, stop_reason, error)"
+        " VALUES ('tick', 'w', now() - interval '3 hours', now() - interval '3 hours',"
+        " 'drained', NULL),"
+        " ('tick', 'w', now() - interval '1 minute', now() - interval '1 minute', NULL,"
+        " 'database unreachable'),"
+        " ('lambda', 'w', now() - interval '2 minutes', now() - interval '2 minutes', NULL,"
+        " 'database unreachable')")
+    status = json.loads(run_awc(awc_env, "status", "--json").stdout)
+    tick, lam = status["last_ticks"]["tick"], status["last_ticks"]["lambda"]
+    assert tick["error"] == "database unreachable" and 55 < tick["age_s"] < 600
+    assert 3 * 3600 - 60 < tick["success_age_s"] < 3 * 3600 + 600
+    assert lam["success_age_s"] is None and lam["last_success_at"] is None
+    text = run_awc(awc_env, "status").stdout
+    assert "last success: never" in text and "last success: 108" in text
 
 
 def test_a_lambda_invocation_is_named_by_its_scheduler_execution(

@@ -120,9 +120,14 @@ def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,
 
 
 def last_ticks(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
-    """Per driver, the last tick that finished: when, how long ago, how it ended."""
+    """Per driver, the last tick that finished (when, how long ago, how it
+    ended) and the last that succeeded: `success_age_s` is what to alert on,
+    since a tick failing every minute keeps `age_s` small (SPEC §16)."""
     out = {}
-    for driver, finished_at, age, stop_reason, error in conn.execute(sql("last_ticks")):
+    for driver, finished_at, age, stop_reason, error, ok_at, ok_age in conn.execute(
+            sql("last_ticks")):
         out[driver] = {"finished_at": finished_at, "age_s": round(float(age), 3),
-                       "stop_reason": stop_reason, "error": error}
+                       "stop_reason": stop_reason, "error": error,
+                       "last_success_at": ok_at,
+                       "success_age_s": None if ok_age is None else round(float(ok_age), 3)}
     return out

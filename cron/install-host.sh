@@ -10,7 +10,8 @@
 #   1. a virtual environment in /opt/awc: Debian 12's system pip is
 #      "externally managed" and refuses `pip install`; `awc` is linked into
 #      /usr/local/bin;
-#   2. the system user `awc` and /var/log/awc (cron logs there);
+#   2. the system user `awc`, /var/log/awc (cron logs there, rotated by
+#      /etc/logrotate.d/awc) and, for cron, /var/lib/awc (a file:// store);
 #   3. /etc/awc with an empty database-url (mode 0600) for you to fill in, and
 #      awc.env (the settings) from cron/awc.env; both only when absent;
 #   4. the crontab file as /etc/cron.d/awc-tick (no dot: Debian's cron skips
@@ -28,13 +29,17 @@ case "$mode" in
   cron|timer|loop) ;;
   *) echo "usage: $0 cron|timer|loop [PACKAGE]" >&2; exit 2 ;;
 esac
-if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-  echo "install-host: python3 cannot make a venv; apt-get install python3-venv" >&2
+# The system's Python, not the first python3 on root's PATH: a pyenv or
+# conda Python lives under a home directory the awc user cannot read, and
+# the venv would point there. PYTHON=... overrides it.
+python="${PYTHON:-/usr/bin/python3}"
+if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+  echo "install-host: $python cannot make a venv; apt-get install python3-venv" >&2
   exit 1
 fi
 
 # 1. awc in its own venv.
-python3 -m venv "$root/opt/awc"
+"$python" -m venv "$root/opt/awc"
 "$root/opt/awc/bin/pip" install --quiet ${PIP_ARGS:-} "$package"
 install -d -m 0755 "$root/usr/local/bin"
 ln -sf /opt/awc/bin/awc "$root/usr/local/bin/awc"
@@ -47,6 +52,10 @@ owner=""
 [ -z "$root" ] && owner="-o awc -g awc"
 # shellcheck disable=SC2086
 install -d -m 0750 $owner "$root/var/log/awc"
+# A file:// store for cron ticks (the systemd units get theirs from
+# StateDirectory=awc).
+# shellcheck disable=SC2086
+[ "$mode" = cron ] && install -d -m 0750 $owner "$root/var/lib/awc"
 
 # 3. Settings: the connection string in a file only root (systemd's
 # LoadCredential) or awc (cron) can read.
@@ -68,8 +77,9 @@ keep() {
   fi
 }
 if [ "$mode" = cron ]; then
-  install -d -m 0755 "$root/etc/cron.d"
+  install -d -m 0755 "$root/etc/cron.d" "$root/etc/logrotate.d"
   keep "$here/awc-tick" "$root/etc/cron.d/awc-tick"
+  keep "$here/awc.logrotate" "$root/etc/logrotate.d/awc"
 else
   install -d -m 0755 "$root/etc/systemd/system"
   for unit in awc-tick.service awc-tick.timer awc-loop.service; do

@@ -134,6 +134,8 @@ def test_units_say_what_the_spec_asks() -> None:
                  "RandomizedDelaySec="):
         assert line in timer
     assert "Restart=on-failure" in loop
+    # A file:// store needs a directory the dynamic user may write.
+    assert "StateDirectory=awc" in tick and "StateDirectory=awc" in loop
     stop = int(re.search(r"TimeoutStopSec=(\d+)", loop).group(1))  # type: ignore[union-attr]
     grace = int(re.search(r"AWC_STOP_GRACE_SECS=(\d+)", loop).group(1))  # type: ignore[union-attr]
     assert stop > grace
@@ -208,10 +210,17 @@ def test_the_host_install_script_lays_out_every_file(tmp_path: Path, mode: str) 
     secret = root / "etc/awc/database-url"
     assert secret.is_file() and secret.stat().st_mode & 0o777 == 0o600
     assert (root / "var/log/awc").is_dir()
+    # The system's Python, whatever python3 comes first on root's PATH (a
+    # pyenv one lives where the awc user cannot read).
+    cfg = (root / "opt/awc/pyvenv.cfg").read_text()
+    assert "home = /usr/bin" in cfg.splitlines()
     if mode == "cron":
         installed = list((root / "etc/cron.d").iterdir())
         assert [p.name for p in installed] == ["awc-tick"]  # no dot in the name
         assert "." not in installed[0].name
+        rotate = (root / "etc/logrotate.d/awc").read_text()
+        assert "/var/log/awc/*.log" in rotate and "su awc awc" in rotate
+        assert (root / "var/lib/awc").is_dir()
     else:
         units = sorted(p.name for p in (root / "etc/systemd/system").iterdir())
         assert units == ["awc-loop.service", "awc-tick.service", "awc-tick.timer"]

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Build the Lambda deployment zip for arm64 (template.yaml: Architectures arm64).
 #
-#   scripts/build_lambda.sh [OUTPUT.zip]      (default: build/awc-lambda.zip)
+#   scripts/build_lambda.sh [OUTPUT.zip] [PACKAGE ...]
+#
+# OUTPUT.zip defaults to build/awc-lambda.zip. Each PACKAGE (a path to your
+# project, a wheel, or a requirement such as 'myapp==1.2') is installed into
+# the same folder, so the handler modules it holds can be named in
+# AWC_HANDLER_MODULES (template.yaml's HandlerModules); a local project is
+# built to a wheel here first (it must be pure Python; its dependencies are
+# resolved for the Lambda platform like awc's).
 #
 # Installs awc with its `lambda` and `s3` extras into a folder for
 # manylinux_2_28_aarch64 / CPython $PYTHON_VERSION (binary wheels only, so
@@ -14,6 +21,8 @@ cd "$(dirname "$0")/.."
 PYTHON_VERSION="${PYTHON_VERSION:-3.13}"
 PLATFORM="manylinux_2_28_aarch64"
 OUT="${1:-build/awc-lambda.zip}"
+[ "$#" -gt 0 ] && shift
+PACKAGES=("$@")
 BUILD_DIR="${BUILD_DIR:-build}"
 SITE="$BUILD_DIR/lambda"
 
@@ -22,12 +31,24 @@ mkdir -p "$SITE" "$(dirname "$OUT")"
 WHEELS="$BUILD_DIR/wheels"
 rm -rf "$WHEELS"
 python3 -m pip wheel --no-deps -q -w "$WHEELS" .
+requirements=("$(ls "$WHEELS"/awc_worker-*.whl)[lambda,s3]")
+# Your own packages: local projects become wheels here (pip installs only
+# binary distributions for another platform); requirements go as they are.
+for package in ${PACKAGES[@]+"${PACKAGES[@]}"}; do
+  if [ -d "$package" ]; then
+    before=$(ls "$WHEELS")
+    python3 -m pip wheel --no-deps -q -w "$WHEELS" "$package"
+    requirements+=("$WHEELS/$(comm -13 <(echo "$before") <(ls "$WHEELS") | head -n 1)")
+  else
+    requirements+=("$package")
+  fi
+done
 # Lambda's arm64 runtime is glibc 2.34: manylinux_2_28 and older tags all run
 # there, and pip accepts only the platform tags it is given.
 python3 -m pip install -q --target "$SITE" \
   --platform "$PLATFORM" --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64 \
   --implementation cp --python-version "$PYTHON_VERSION" \
-  --only-binary=:all: "$(ls "$WHEELS"/awc_worker-*.whl)[lambda,s3]"
+  --only-binary=:all: "${requirements[@]}"
 
 # psycopg loads psycopg_binary only when both are the same version.
 psycopg=$(ls -d "$SITE"/psycopg-*.dist-info | sed -E 's/.*psycopg-([^/]+)\.dist-info/\1/')

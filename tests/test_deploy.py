@@ -71,6 +71,18 @@ def test_template_transforms_and_passes_cfn_lint() -> None:
     assert invoke["Properties"]["MaximumRetryAttempts"] == 0
     assert "OnFailure" in invoke["Properties"]["DestinationConfig"]
     assert any(r["Type"] == "AWS::Lambda::Alias" for r in resources.values())
+    # Alarms on the function's errors and on the failure queue's depth, each
+    # notifying the AlarmTopicArn parameter's topic when one is given.
+    alarms = {name: r["Properties"] for name, r in resources.items()
+              if r["Type"] == "AWS::CloudWatch::Alarm"}
+    depth = alarms["FailedInvocationsAlarm"]
+    assert (depth["Namespace"], depth["MetricName"]) == (
+        "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert depth["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["FailedInvocations", "QueueName"]}
+    for props in alarms.values():
+        for actions in ("AlarmActions", "OKActions"):
+            assert props[actions]["Fn::If"][0] == "HasAlarmTopic"
+            assert props[actions]["Fn::If"][1] == [{"Ref": "AlarmTopicArn"}]
 
 
 def test_timeout_default_is_just_under_the_schedule_period() -> None:
@@ -181,13 +193,24 @@ def test_the_crontab_line_reads_its_settings_from_awc_env(tmp_path: Path) -> Non
 @pytest.mark.timeout(600)
 def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
     out = tmp_path / "awc-lambda.zip"
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "build_lambda.sh"), str(out)],
+    # An operator's own handler package goes into the same zip (README, "AWS Lambda").
+    app = tmp_path / "myapp"
+    (app / "myapp").mkdir(parents=True)
+    (app / "myapp" / "__init__.py").write_text("")
+    (app / "myapp" / "jobs.py").write_text(
+        "from tick import handler\n\n@handler('myapp_job')\ndef run(ctx, payload):\n"
+        "    return {}\n")
+    (app / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "myapp"\nversion = "1.0"\n[tool.setuptools]\npackages = ["myapp"]\n')
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build_lambda.sh"), str(out), str(app)],
                           cwd=ROOT, capture_output=True, text=True, timeout=540,
                           env={**os.environ, "BUILD_DIR": str(tmp_path / "build")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     names = zipfile.ZipFile(out).namelist()
     assert "tick/drivers/aws_lambda.py" in names and "tick/migrations/0001_jobs.sql" in names
     assert "tick/handlers/kinds/gc_sweep.py" in names
+    assert "myapp/jobs.py" in names
     binary = [n for n in names if n.startswith("psycopg_binary/") and n.endswith(".so")]
     assert binary and all("aarch64" in n or "x86_64" not in n for n in binary)
     assert "resolved psycopg" in done.stdout

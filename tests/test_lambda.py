@@ -299,3 +299,28 @@ def test_event_types_are_strict(
         lam.handler(bad, Context(10))
     assert needle in str(caught.value)
     assert job_row(conn, job_id)["state"] == "PENDING"
+
+
+def test_the_sample_event_invokes_the_handler_locally_in_one_command(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # README, "AWS Lambda": the shipped scheduler event and the one command
+    # that runs the handler on this machine, as the runtime would.
+    job = enqueue(conn, "noop")
+    sample = ROOT / "examples" / "lambda" / "scheduler-event.json"
+    done = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke", str(sample)],
+                          env={**awc_env, "POWERTOOLS_METRICS_NAMESPACE": "awc"},
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (report["claimed"], report["completed"]) == (1, 1)
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() == (
+        "COMPLETED",)
+    execution = json.loads(sample.read_text())["execution_id"]
+    assert conn.execute("SELECT correlation_id FROM awc.ticks WHERE driver = 'lambda'"
+                        ).fetchall() == [(execution,)]
+    bad = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke", "-"],
+                         input='{"max_jobs": "3"}', env=awc_env, capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith(
+        "awc: invalid event: max_jobs")

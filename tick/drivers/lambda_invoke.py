@@ -1,0 +1,79 @@
+"""Invoke the Lambda entry on this machine, as the runtime would (README,
+"AWS Lambda"): `python -m tick.drivers.lambda_invoke EVENT.json`.
+
+It reads the event (a file, or `-` for standard input), builds a context with
+the function's remaining time, calls `tick.drivers.aws_lambda.handler` once
+with the settings in the environment, and prints the report as JSON. A
+failure is one `awc:` line and exit 1, as from `awc`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tick.errors import AwcError
+
+
+class LocalContext:
+    """The attributes of a Lambda context the handler and powertools read."""
+
+    function_name = "awc-tick-local"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:awc-tick-local"
+    log_group_name = "/aws/lambda/awc-tick-local"
+    log_stream_name = "local"
+
+    def __init__(self, timeout_secs: float) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self._end = time.monotonic() + timeout_secs
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._end - time.monotonic()) * 1000))
+
+
+def read_event(source: str) -> Any:
+    """The event from a file or standard input, as JSON."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as error:
+        raise AwcError(f"cannot read the event: {error.strerror or error}") from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise AwcError(f"the event is not JSON ({error.msg}, line {error.lineno})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tick.drivers.lambda_invoke",
+                                     description="Invoke awc's Lambda handler once, locally.")
+    parser.add_argument("event", help="the event as a JSON file, or - for standard input")
+    parser.add_argument("--timeout", type=float, default=55.0,
+                        help="the function's timeout in seconds (default 55)")
+    args = parser.parse_args(argv)
+    try:
+        if not 1 <= args.timeout <= 900:
+            raise AwcError("--timeout: a Lambda function's timeout is 1 to 900 seconds")
+        event = read_event(args.event)
+        try:
+            from tick.drivers.aws_lambda import handler
+        except ImportError:
+            from tick.errors import missing_extra
+
+            raise missing_extra("the Lambda entry", "lambda") from None
+        report = handler(event, LocalContext(args.timeout))
+    except (AwcError, ValueError) as error:  # ValueError: an event the handler refuses
+        print(f"awc: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -46,7 +46,7 @@ def read_event(source: str) -> Any:
         raise AwcError(f"cannot read the event: {error.strerror or error}") from None
     try:
         return json.loads(text)
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         raise AwcError(f"the event is not JSON ({error.msg}, line {error.lineno})") from None
 
 

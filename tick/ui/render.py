@@ -22,7 +22,8 @@ def ago(value: datetime | str | None) -> Markup:
     now = datetime.now(UTC)
     secs = (now - value).total_seconds()
     text = _span(abs(secs))
-    label = f"{text} ago" if secs >= 0 else f"in {text}"
+    # "now" reads alone: never "now ago" or "in now".
+    label = text if text == "now" else f"{text} ago" if secs >= 0 else f"in {text}"
     stamp = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Markup('<time datetime="{0}" title="{1}">{2}</time>').format(
         value.isoformat(), stamp, label)

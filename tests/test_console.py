@@ -5,6 +5,7 @@ tests are in test_console_browser.py, the plans in test_console_plans.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -347,8 +348,7 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     assert touches is not None and touches.group(1) == "4"  # the preview counts candidates
     # A preview changes nothing.
     assert all(_state(conn, j) == "FAILED" for j in [*mine, other, held])
-    csrf = csrf_of(preview.text)
-    done = client.post("/jobs/bulk", data={"csrf": csrf, "action": "retry", "kind": "mail"})
+    done = client.post("/jobs/bulk", data=_confirmation(preview.text))
     assert done.status_code == 200 and "3 jobs changed" in done.text
     assert all(_state(conn, j) == "PENDING" for j in mine)
     assert _state(conn, other) == "FAILED"
@@ -358,6 +358,50 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     assert events == [("console.bulk_retry", "jobs", {"filter": {"kind": "mail"}, "count": 3})]
 
 
+def _confirmation(preview: str) -> dict[str, str]:
+    """The hidden fields of a bulk preview's confirm form, as a browser posts them."""
+    form = re.search(r'<form method="post" action="/jobs/bulk">(.*?)</form>', preview, re.S)
+    assert form is not None, "the preview has no confirm form"
+    return {name: html.unescape(value) for name, value in
+            re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form.group(1))}
+
+
+def test_a_confirmed_bulk_action_touches_only_the_jobs_its_preview_showed(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """SPEC §19: the preview said 3; 500 more matched by the time of the
+    click. The confirmation changes nothing and previews the new set; only a
+    confirmation of that set applies it."""
+    from tick.producer import enqueue_many
+
+    first = [enqueue(conn, "mail", None) for _ in range(3)]
+    client = signed_in(console)
+    preview = client.get("/jobs/bulk?action=cancel&kind=mail").text
+    assert re.search(r'id="touches">3<', preview) and "Confirm: Cancel 3" in preview
+    later = enqueue_many(conn, [{"kind": "mail"}] * 500)
+    again = client.post("/jobs/bulk", data=_confirmation(preview))
+    assert again.status_code == 409
+    assert 'id="changed-since"' in again.text and "it showed 3" in again.text
+    assert re.search(r'id="touches">503<', again.text) and "Confirm: Cancel 503" in again.text
+    assert all(_state(conn, j) == "PENDING" for j in [*first, *later])
+    assert _audit(conn) == []
+    # The same count but other jobs is another set: previewed again too.
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (first[0],))
+    swapped = enqueue(conn, "mail", None)
+    assert client.post("/jobs/bulk", data=_confirmation(again.text)).status_code == 409
+    assert _state(conn, swapped) == "PENDING"
+    # A confirmation without the preview's seal is refused before any change.
+    bare = {k: v for k, v in _confirmation(again.text).items() if k != "seal"}
+    refused = client.post("/jobs/bulk", data=bare)
+    assert refused.status_code == 400 and "seal" in refused.text
+    # Confirming the set the page now shows applies to exactly that set.
+    current = client.get("/jobs/bulk?action=cancel&kind=mail").text
+    done = client.post("/jobs/bulk", data=_confirmation(current))
+    assert done.status_code == 200 and "503 jobs changed" in done.text
+    assert _audit(conn) == [("console.bulk_cancel", "jobs",
+                             {"filter": {"kind": "mail"}, "count": 503})]
+
+
 def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connection[Any],
                                                          console: str) -> None:
     pending = enqueue(conn, "report", None, queue="slow")
@@ -365,8 +409,7 @@ def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connectio
     client = signed_in(console)
     preview = client.get("/jobs/bulk?action=cancel&queue=slow")
     assert re.search(r'id="touches">1<', preview.text)
-    done = client.post("/jobs/bulk", data={"csrf": csrf_of(preview.text), "action": "cancel",
-                                           "queue": "slow"})
+    done = client.post("/jobs/bulk", data=_confirmation(preview.text))
     assert "1 jobs changed" in done.text
     assert _state(conn, pending) == "CANCELLED"
     assert _state(conn, failed) == "FAILED"

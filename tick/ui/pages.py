@@ -166,6 +166,10 @@ async def logout(request: Request) -> Response:
     return response
 
 
+def _count(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
+
+
 def _text(form: Any, name: str) -> str:
     value = form.get(name, "")
     return value if isinstance(value, str) else ""
@@ -226,17 +230,25 @@ def bulk_preview(request: Request, console: Console) -> Response:
         return console.problem(request, 403, "awc: the console is read-only")
     bulk = _bulk(request, request.query_params)
     with console.pool.connection() as conn:
-        touches = bulk.preview(conn)
-    return console.page(request, "bulk.html", bulk=bulk, touches=touches,
+        preview = bulk.preview(conn)
+    return console.page(request, "bulk.html", bulk=bulk, preview=preview,
                         cap=actions.BULK_CAP, states=bulk.states())
 
 
 @acts
 def bulk_apply(request: Request, console: Console, form: Any) -> Response:
     bulk = _bulk(request, {k: _text(form, k) for k in ("action", "state", "kind", "queue", "id")})
+    seal = _text(form, "seal")
+    if not seal:
+        raise BadInput("seal is missing: open the preview and confirm from there")
     with console.pool.connection() as conn:
-        changed = bulk.apply(conn)
-    return console.page(request, "bulk.html", bulk=bulk, changed=changed,
+        done = bulk.apply(conn, seal)
+    if isinstance(done, actions.Preview):
+        # The matching jobs changed since the preview: show the new set, change nothing.
+        return console.page(request, "bulk.html", 409, bulk=bulk, preview=done,
+                            changed_since=True, seen=_count(_text(form, "seen")),
+                            cap=actions.BULK_CAP, states=bulk.states())
+    return console.page(request, "bulk.html", bulk=bulk, changed=done,
                         cap=actions.BULK_CAP, states=bulk.states())
 
 

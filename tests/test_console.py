@@ -470,6 +470,48 @@ def test_the_overview_counts_are_capped(conn: psycopg.Connection[Any], console: 
     assert 'data-state="PENDING">10,000+<' in page
 
 
+def _overview_table(page: str, key: str) -> dict[str, dict[str, str]]:
+    """The overview's "by kind" or "by queue" table: each row's cells by state."""
+    table = re.search(rf'<table class="by-{key}">(.*?)</table>', page, re.S)
+    assert table is not None, key
+    return {html.unescape(name): dict(re.findall(r'data-state="(\w+)">([^<]*)<', row))
+            for name, row in re.findall(rf'<tr data-{key}="([^"]*)">(.*?)</tr>', table.group(1),
+                                        re.S)}
+
+
+def test_the_overview_shows_jobs_by_state_per_kind_and_per_queue(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """SPEC §19: a kind or queue whose only jobs are running, failed or
+    finished is listed, and a job due in 2030 is scheduled, not ready."""
+    running = enqueue(conn, "only-running", None, queue="lane-run")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, "
+                 "locked_until = now() + interval '1 minute', claim_token = gen_random_uuid(), "
+                 "started_at = now() WHERE id = %s", (running,))
+    _failed_job(conn, kind="only-failed", queue="lane-dead")
+    later = enqueue(conn, "future", None, queue="lane-later")
+    conn.execute("UPDATE awc.jobs SET run_at = '2030-01-01T00:00:00Z' WHERE id = %s", (later,))
+    enqueue(conn, "now", None, queue="lane-later")
+    done = enqueue(conn, "finished", None, queue="lane-done")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (done,))
+    page = signed_in(console).get("/").text
+    zero = {"READY": "0", "SCHEDULED": "0", "RUNNING": "0", "FAILED": "0", "CANCELLED": "0",
+            "COMPLETED": "0"}
+    assert _overview_table(page, "kind") == {
+        "finished": {**zero, "COMPLETED": "1"},
+        "future": {**zero, "SCHEDULED": "1"},
+        "now": {**zero, "READY": "1"},
+        "only-failed": {**zero, "FAILED": "1"},
+        "only-running": {**zero, "RUNNING": "1"},
+    }
+    assert _overview_table(page, "queue") == {
+        "lane-dead": {**zero, "FAILED": "1"},
+        "lane-done": {**zero, "COMPLETED": "1"},
+        "lane-later": {**zero, "READY": "1", "SCHEDULED": "1"},
+        "lane-run": {**zero, "RUNNING": "1"},
+    }
+
+
 def test_the_ticks_page_marks_died_and_failed_ticks(conn: psycopg.Connection[Any],
                                                     console: str) -> None:
     conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at) "

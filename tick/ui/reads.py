@@ -42,8 +42,8 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             ("console_state_counts", {"cap": CAP + 1}),
             ("console_table_estimate", None),
             ("oldest_ready_age", None),
-            ("console_ready_by_kind", {"cap": CAP + 1, "kinds": GROUPS}),
-            ("console_ready_by_queue", {"cap": CAP + 1, "queues": GROUPS}),
+            ("console_jobs_by_kind", {"cap": CAP + 1, "groups": GROUPS}),
+            ("console_jobs_by_queue", {"cap": CAP + 1, "groups": GROUPS}),
             ("console_throughput", None),
             ("console_last_ticks", None),
             ("console_dead_letters", {"limit": DEAD_LETTERS}))}
@@ -57,14 +57,27 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         # A table never analyzed has no estimate: at least what was counted.
         "table_estimate": max(int(estimate[0]) if estimate else 0, sum(counted.values())),
         "oldest_ready_age_s": None if age is None or age[0] is None else float(age[0]),
-        "by_kind": _rows(cur["console_ready_by_kind"]),
-        "by_queue": _rows(cur["console_ready_by_queue"]),
+        "by_kind": _grouped(cur["console_jobs_by_kind"]),
+        "by_queue": _grouped(cur["console_jobs_by_queue"]),
         "groups": GROUPS,
+        "cap": CAP,
+        # States with more jobs than the cap are counted per kind and queue
+        # among the first CAP read (console_jobs_by_kind): lower bounds.
+        "sampled": [state for state, n in counted.items() if n > CAP and state != "PENDING"],
         "hours": [{"hour": h, "completed": int(c), "failed": int(f), "retried": int(r)}
                   for h, c, f, r in cur["console_throughput"].fetchall()],
         "last_ticks": _rows(cur["console_last_ticks"]),
         "dead_letters": _rows(cur["console_dead_letters"]),
     }
+
+
+def _grouped(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
+    rows = _rows(cur)
+    for row in rows:
+        # A group's PENDING jobs are read up to the cap, then split: past
+        # it, ready and scheduled are counts among those read.
+        row["pending_sampled"] = row["ready"] + row["scheduled"] > CAP
+    return rows
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,14 @@ def _span(secs: float) -> str:
     return "now"
 
 
-def count(value: int | None) -> str:
-    """A capped count: past the cap, "10,000+"."""
+def count(value: int | None, at_least: bool = False) -> str:
+    """A capped count: past the cap, "10,000+"; `at_least` when it was
+    counted among capped rows, so it may be more ("12+")."""
     if value is None:
         return "—"
-    return f"{CAP:,}+" if value > CAP else f"{value:,}"
+    if value > CAP:
+        return f"{CAP:,}+"
+    return f"{value:,}+" if at_least else f"{value:,}"
 
 
 def seconds(value: float | None) -> str:

@@ -22,6 +22,7 @@ from tests.support import (
     csrf_of,
     login_nonce,
     migrated_database,
+    read_stderr,
     run_awc,
     signed_in,
     start_console,
@@ -46,6 +47,7 @@ def shared_console(db_url: str) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
     env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
     proc, base = start_console(env)
+    read_stderr(proc)
     yield base
     stop(proc)
 
@@ -64,6 +66,7 @@ def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
 def own_console(awc_env: dict[str, str], conn: psycopg.Connection[Any]) -> Iterator[str]:
     """A console of the test's own (its sign-in throttle is its own)."""
     proc, base = start_console(awc_env)
+    read_stderr(proc)
     yield base
     stop(proc)
 
@@ -296,6 +299,7 @@ def test_read_only_shows_no_actions_and_refuses_them(
     conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
                  "VALUES ('nightly', '0 3 * * *', 'mail', now() + interval '1 hour')")
     proc, base = start_console(awc_env, read_only=True)
+    read_stderr(proc)
     try:
         client = signed_in(base)
         for path in [f"/jobs/{job}", "/jobs?state=FAILED", "/schedules", "/schedules/nightly"]:

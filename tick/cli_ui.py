@@ -74,6 +74,7 @@ def ui_command(host: str, port: int) -> None:
         raise AwcError("awc ui needs the ui extra: pip install 'awc-worker[ui]'") from None
     from tick.db import connect_options
     from tick.drivers.compose import open_operator_database, operator_session
+    from tick.events import StreamEvents
     from tick.ui.app import build_app
 
     settings = load_settings()
@@ -92,9 +93,11 @@ def ui_command(host: str, port: int) -> None:
         if not _loopback(host):
             click.echo("awc ui: listening beyond this host; keep it behind a VPN or an "
                        "authenticating proxy (TLS is not served here)", err=True)
-        config = uvicorn.Config(build_app(pool, token, settings.ui_read_only),
-                                log_level="warning", access_log=False, server_header=False,
-                                proxy_headers=False)
+        # log_config=None: uvicorn's own records go through awc's event
+        # stream (tick.events.bridge_logging), not its plain-text handlers.
+        app = build_app(pool, token, settings.ui_read_only, StreamEvents(settings.log_format))
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
+                                server_header=False, proxy_headers=False)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         pool.close()

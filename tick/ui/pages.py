@@ -17,7 +17,7 @@ from urllib.parse import quote
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from tick.errors import JobStateError
+from tick.errors import AwcError, DatabaseError, JobStateError, MigrationError
 from tick.ui import actions, reads
 from tick.ui.access import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECS, csrf_matches
 from tick.ui.chart import throughput_svg
@@ -49,7 +49,7 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
     a database that does not answer a 503, never a traceback."""
     import psycopg
 
-    from tick.schedules import ScheduleNotFound
+    from tick.schedules import ScheduleError, ScheduleNotFound
 
     try:
         return call()
@@ -58,13 +58,21 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
     except (JobStateError, ScheduleNotFound) as error:
         missing = "does not exist" in str(error)
         return console.problem(request, 404 if missing else 409, f"awc: {error}")
+    except ScheduleError as error:
+        # A schedule written past `add`'s checks (parked by firing): its
+        # cron or time zone cannot be used, so it cannot be resumed either.
+        name = request.path_params.get("name", "")
+        return console.problem(request, 409, f"awc: schedule {name[:200]!r} cannot be used "
+                               f"as stored: {error}; fix it with awc schedules add or sync")
     except psycopg.errors.UniqueViolation:
         return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
                                "these jobs needs; nothing was changed, try again")
-    except psycopg.Error as error:
+    except (psycopg.Error, DatabaseError, MigrationError) as error:
         # The class only: a server message may quote a value.
         return console.problem(request, 503, "awc: the database did not answer "
                                f"({type(error).__name__})")
+    except AwcError as error:  # awc's own refusals: their messages are safe to show
+        return console.problem(request, 409, f"awc: {error}")
 
 
 def _csrf_refusal(request: Request, console: Console, form: Any) -> Response | None:

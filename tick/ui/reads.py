@@ -164,18 +164,29 @@ def schedules(conn: psycopg.Connection[Any], after: str) -> tuple[list[dict[str,
 
 
 def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
-    """One schedule with its next fires and its ledger; None when absent."""
-    from tick.schedules import ScheduleNotFound, history, next_fires
+    """One schedule with its next fires and its ledger; None when absent.
+    A schedule whose stored cron or time zone cannot be used (written past
+    `add`'s checks, parked by firing) has no next fires and says why."""
+    from tick.schedules import ScheduleError, ScheduleNotFound, history, next_fires
+    from tick.schedules.times import check_cron, check_zone
 
     row = _rows(conn.execute(sql("console_schedule"), {"name": name}))
     if not row:
         return None
+    unusable = None
     try:
-        upcoming = next_fires(conn, name, 5)
+        try:
+            # What `add` checks, so a stored value it would refuse is named
+            # here rather than failing inside the cron arithmetic.
+            check_cron(row[0]["cron"])
+            check_zone(row[0]["timezone"])
+            upcoming = next_fires(conn, name, 5)
+        except ScheduleError as error:
+            upcoming, unusable = [], str(error)
         ledger = history(conn, name, PAGE)
     except ScheduleNotFound:
         return None
-    return {**row[0], "upcoming": upcoming, "ledger": ledger}
+    return {**row[0], "upcoming": upcoming, "ledger": ledger, "unusable": unusable}
 
 
 def ticks(conn: psycopg.Connection[Any], driver: str | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -192,3 +193,46 @@ def test_an_unexpected_failure_is_a_500_page_and_one_event_naming_its_class(kind
     assert (event["event"], event["level"], event["status"], event["error"], event["path"]) == \
         ("console_error", "error", 500, error, "/boom")
     assert "secret-value" not in lines[0] and "Traceback" not in lines[0]
+
+
+def test_infinite_instants_in_every_column_never_break_a_page(
+        conn: psycopg.Connection[Any], console: Console) -> None:
+    """SPEC §19: plain SQL may store `infinity` or `-infinity` in any
+    timestamp column; every page shows it as text and keeps its links (the
+    ticks page's "Older" cursor included)."""
+    stamps = ("run_at", "locked_until", "created_at", "updated_at", "started_at", "finished_at")
+    jobs = []
+    for state, when in [("FAILED", "infinity"), ("RUNNING", "-infinity"),
+                        ("PENDING", "infinity"), ("COMPLETED", "-infinity")]:
+        row = conn.execute("INSERT INTO awc.jobs (kind, state, claim_token) "
+                           "VALUES ('k', %s, gen_random_uuid()) RETURNING id", (state,)).fetchone()
+        assert row is not None
+        conn.execute(f"UPDATE awc.jobs SET {', '.join(f'{c} = %s' for c in stamps)} "
+                     "WHERE id = %s", (*[when] * len(stamps), row[0]))
+        jobs.append(row[0])
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at, last_fire_at, "
+                 "created_at, updated_at) VALUES ('far', '0 3 * * *', 'k', 'infinity', "
+                 "'-infinity', '-infinity', 'infinity')")
+    conn.execute("INSERT INTO awc.schedule_fires (schedule, fire_at, status, job_id, recorded_at) "
+                 "VALUES ('far', 'infinity', 'enqueued', %s, '-infinity'), "
+                 "('far', '-infinity', 'missed', NULL, 'infinity')", (jobs[0],))
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, deadline_at) "
+                 "SELECT 'tick', 'w', 'infinity', "
+                 "CASE WHEN n % 2 = 0 THEN '-infinity'::timestamptz END, '-infinity' "
+                 "FROM generate_series(1, 60) AS n")
+    conn.execute("INSERT INTO awc.limits (scope, name, rate, per_secs) VALUES ('kind', 'k', 5, 60)")
+    conn.execute("INSERT INTO awc.limit_claims (scope, name, at) "
+                 "VALUES ('kind', 'k', 'infinity'), ('kind', 'k', '-infinity')")
+    client = signed_in(console.base)
+    paths = ["/", "/jobs", "/jobs?state=FAILED", "/jobs?state=RUNNING", "/jobs?kind=k",
+             *[f"/jobs/{j}" for j in jobs], "/schedules", "/schedules/far", "/ticks",
+             "/ticks?driver=tick", "/limits"]
+    for path in paths:
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.status_code)
+        assert "infinity" in answer.text or path == "/limits", path
+    older = re.search(r'href="/ticks\?([^"]+)" rel="next"', client.get("/ticks").text)
+    assert older is not None
+    second = client.get("/ticks?" + html.unescape(older.group(1)))
+    assert second.status_code == 200 and "infinity" in second.text
+    assert not [e for e in console.events() if e["event"] == "console_error"]

@@ -190,7 +190,7 @@ def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
 
 
 def ticks(conn: psycopg.Connection[Any], driver: str | None,
-          cursor: tuple[datetime, int] | None) -> tuple[list[dict[str, Any]], str | None]:
+          cursor: tuple[datetime | str, int] | None) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the tick history, newest first, and the next page's cursor."""
     rows = _rows(conn.execute(sql("console_ticks"), {
         "driver": driver, "before_at": cursor[0] if cursor else None,
@@ -198,7 +198,11 @@ def ticks(conn: psycopg.Connection[Any], driver: str | None,
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     last = rows[-1] if more else None
-    return rows, (f"{last['started_at'].isoformat()}/{last['id']}" if last else None)
+    if last is None:
+        return rows, None
+    # An instant Python cannot hold arrives as the server's text (infinity).
+    at = last["started_at"]
+    return rows, f"{at.isoformat() if isinstance(at, datetime) else at}/{last['id']}"
 
 
 def limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ keeps an operator out. A real `awc ui` process and raw sockets."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -22,6 +23,7 @@ from tests.support import (
     signed_in,
     start_console,
     stop,
+    wait_for,
 )
 from tick.ui.app import BODY_SECS
 from tick.ui.serve import HEADER_SECS, KEEP_ALIVE_SECS, MAX_CONNECTIONS
@@ -93,6 +95,18 @@ def test_silent_and_half_sent_connections_are_closed_in_bounded_time(
     answered = time.monotonic()
     assert _until_closed(idle, answered + KEEP_ALIVE_SECS + SLACK).startswith(b"HTTP/1.1 200 ")
     assert all(line.startswith("{") for line in lines), lines
+
+
+def test_a_request_that_is_not_http_gets_a_400_page_and_one_event(
+        console: tuple[str, list[str]]) -> None:
+    base, lines = console
+    answer = _until_closed(_open(base, b"NOT HTTP AT ALL\r\n\r\n"), time.monotonic() + SLACK)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'class="problem"' in answer
+    wait_for(lambda: any('"console_error"' in line for line in lines), timeout=SLACK,
+             what="the console_error event")
+    time.sleep(0.2)  # not synchronisation: room for a wrong extra line to show up
+    events = [json.loads(line) for line in lines]
+    assert [(e["event"], e["status"]) for e in events] == [("console_error", 400)], lines
 
 
 FILES = 256  # the flood test's console: a service's file limit, made small

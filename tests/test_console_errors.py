@@ -15,12 +15,21 @@ import time
 from collections.abc import Iterator
 from typing import Any, cast
 
+import httpx
 import psycopg
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from tests.support import csrf_of, read_stderr, signed_in, start_console, stop, wait_for
+from tests.support import (
+    csrf_of,
+    login_nonce,
+    read_stderr,
+    signed_in,
+    start_console,
+    stop,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -109,6 +118,12 @@ def test_an_oversize_chunked_body_is_a_413_page(console: Console) -> None:
     assert "Traceback" not in answer.text
 
 
+def _wrong_sign_in(base: str) -> httpx.Response:
+    with httpx.Client(base_url=base, timeout=10) as client:
+        nonce = login_nonce(client.get("/login").text)
+        return client.post("/login", data={"token": "w" * 20, "login_nonce": nonce})
+
+
 def test_every_console_error_is_one_json_event_and_never_a_traceback(
         console: Console) -> None:
     client = signed_in(console.base)
@@ -123,14 +138,19 @@ def test_every_console_error_is_one_json_event_and_never_a_traceback(
         (client.post("/jobs/bulk", content=_chunks(200_000),
                      headers={"content-type": "application/x-www-form-urlencoded"}), 413),
         (client.post("/jobs/bulk", files={"csrf": ("x.txt", b"abc")}), 400),
+        (client.get("/static/no-such-file.css"), 404),
+        (httpx.post(console.base + "/logout"), 403),
+        (_wrong_sign_in(console.base), 401),
     ]
     assert [a.status_code for a, _ in asked] == [status for _, status in asked]
-    for answer, _ in asked:
-        assert 'class="problem"' in answer.text and "awc: " in answer.text
+    for answer, status in asked:
+        if status != 401:  # a failed sign-in answers the sign-in form again
+            assert 'class="problem"' in answer.text and "awc: " in answer.text
     events = _errors(console, len(asked))
     assert [(e["status"], e["level"]) for e in events] == [
         (status, "warning") for _, status in asked]
     assert [e["path"] for e in events][:3] == ["/no/such/page", "/jobs", "/jobs/12345"]
+    assert all("w" * 20 not in line for line in console.lines)
     # Everything after the listening line is one JSON object per line.
     for line in console.lines:
         assert line.startswith("{") and isinstance(json.loads(line), dict), line

@@ -149,6 +149,7 @@ async def login(request: Request) -> Response:
     token = form.get("token")
     if not isinstance(token, str) or not console.gate.token_matches(token):
         console.gate.failed(address)
+        console.report(request.scope, 401)  # never the offered token
         nonce = secrets.token_urlsafe(24)
         response = console.page(request, "login.html", 401, login_nonce=nonce,
                                 next=_next(_text(form, "next")), failed=True)

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -171,8 +171,11 @@ class Guard:
         except Exception as error:  # any failure: one event and a page, never a traceback
             self.console.report(scope, 500, type(error).__name__)
             if not started:
-                response = self.console.problem(
-                    Request(scope), 500, "awc: the console could not answer this request")
+                message = "awc: the console could not answer this request"
+                try:
+                    response = self.console.problem(Request(scope), 500, message)
+                except Exception:  # the error page itself failed: the bare line
+                    response = PlainTextResponse(message, 500)
                 await response(scope, receive, send_with_headers)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:

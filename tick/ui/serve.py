@@ -8,7 +8,7 @@ connection only so long:
 
 - headers: within `HEADER_SECS` of the connection opening, or of the first
   byte of a request on a kept-alive one; else a 408 and the connection
-  closes;
+  closes (a connection that sent nothing just closes);
 - body: within `BODY_SECS` of the headers (tick.ui.app reads it whole and
   answers a 408 page);
 - idle between requests: `KEEP_ALIVE_SECS` (uvicorn's keep-alive timeout);
@@ -126,8 +126,14 @@ class BoundedH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self.headers_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self._refuse(408, f"awc: the request did not arrive within {HEADER_SECS:.0f} s")
+        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+            return
+        if not self.conn.trailing_data[0]:
+            # Not a byte: closed quietly, as an idle keep-alive is; a
+            # browser's preconnected socket is simply opened again.
+            self.transport.close()
+            return
+        self._refuse(408, f"awc: the request did not arrive within {HEADER_SECS:.0f} s")
 
     def _answer_late(self) -> None:
         # The client does not read its answer: nothing more can be sent.

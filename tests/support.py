@@ -257,6 +257,22 @@ def start_console(env: dict[str, str], *args: str, token: str | None = CONSOLE_T
     return proc, base
 
 
+def read_stderr(proc: subprocess.Popen[str]) -> list[str]:
+    """Collect `proc`'s stderr lines as it writes them (a console logs an
+    event per error: a pipe nobody reads would fill and stall it)."""
+    import threading
+
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.terminate()

@@ -5,6 +5,7 @@ tests are in test_console_browser.py, the plans in test_console_plans.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from tests.support import (
     csrf_of,
     login_nonce,
     migrated_database,
+    read_stderr,
     run_awc,
     signed_in,
     start_console,
@@ -45,6 +47,7 @@ def shared_console(db_url: str) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
     env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
     proc, base = start_console(env)
+    read_stderr(proc)
     yield base
     stop(proc)
 
@@ -63,6 +66,7 @@ def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
 def own_console(awc_env: dict[str, str], conn: psycopg.Connection[Any]) -> Iterator[str]:
     """A console of the test's own (its sign-in throttle is its own)."""
     proc, base = start_console(awc_env)
+    read_stderr(proc)
     yield base
     stop(proc)
 
@@ -295,6 +299,7 @@ def test_read_only_shows_no_actions_and_refuses_them(
     conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
                  "VALUES ('nightly', '0 3 * * *', 'mail', now() + interval '1 hour')")
     proc, base = start_console(awc_env, read_only=True)
+    read_stderr(proc)
     try:
         client = signed_in(base)
         for path in [f"/jobs/{job}", "/jobs?state=FAILED", "/schedules", "/schedules/nightly"]:
@@ -347,8 +352,7 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     assert touches is not None and touches.group(1) == "4"  # the preview counts candidates
     # A preview changes nothing.
     assert all(_state(conn, j) == "FAILED" for j in [*mine, other, held])
-    csrf = csrf_of(preview.text)
-    done = client.post("/jobs/bulk", data={"csrf": csrf, "action": "retry", "kind": "mail"})
+    done = client.post("/jobs/bulk", data=_confirmation(preview.text))
     assert done.status_code == 200 and "3 jobs changed" in done.text
     assert all(_state(conn, j) == "PENDING" for j in mine)
     assert _state(conn, other) == "FAILED"
@@ -358,6 +362,50 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     assert events == [("console.bulk_retry", "jobs", {"filter": {"kind": "mail"}, "count": 3})]
 
 
+def _confirmation(preview: str) -> dict[str, str]:
+    """The hidden fields of a bulk preview's confirm form, as a browser posts them."""
+    form = re.search(r'<form method="post" action="/jobs/bulk">(.*?)</form>', preview, re.S)
+    assert form is not None, "the preview has no confirm form"
+    return {name: html.unescape(value) for name, value in
+            re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form.group(1))}
+
+
+def test_a_confirmed_bulk_action_touches_only_the_jobs_its_preview_showed(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """SPEC §19: the preview said 3; 500 more matched by the time of the
+    click. The confirmation changes nothing and previews the new set; only a
+    confirmation of that set applies it."""
+    from tick.producer import enqueue_many
+
+    first = [enqueue(conn, "mail", None) for _ in range(3)]
+    client = signed_in(console)
+    preview = client.get("/jobs/bulk?action=cancel&kind=mail").text
+    assert re.search(r'id="touches">3<', preview) and "Confirm: Cancel 3" in preview
+    later = enqueue_many(conn, [{"kind": "mail"}] * 500)
+    again = client.post("/jobs/bulk", data=_confirmation(preview))
+    assert again.status_code == 409
+    assert 'id="changed-since"' in again.text and "it showed 3" in again.text
+    assert re.search(r'id="touches">503<', again.text) and "Confirm: Cancel 503" in again.text
+    assert all(_state(conn, j) == "PENDING" for j in [*first, *later])
+    assert _audit(conn) == []
+    # The same count but other jobs is another set: previewed again too.
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (first[0],))
+    swapped = enqueue(conn, "mail", None)
+    assert client.post("/jobs/bulk", data=_confirmation(again.text)).status_code == 409
+    assert _state(conn, swapped) == "PENDING"
+    # A confirmation without the preview's seal is refused before any change.
+    bare = {k: v for k, v in _confirmation(again.text).items() if k != "seal"}
+    refused = client.post("/jobs/bulk", data=bare)
+    assert refused.status_code == 400 and "seal" in refused.text
+    # Confirming the set the page now shows applies to exactly that set.
+    current = client.get("/jobs/bulk?action=cancel&kind=mail").text
+    done = client.post("/jobs/bulk", data=_confirmation(current))
+    assert done.status_code == 200 and "503 jobs changed" in done.text
+    assert _audit(conn) == [("console.bulk_cancel", "jobs",
+                             {"filter": {"kind": "mail"}, "count": 503})]
+
+
 def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connection[Any],
                                                          console: str) -> None:
     pending = enqueue(conn, "report", None, queue="slow")
@@ -365,8 +413,7 @@ def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connectio
     client = signed_in(console)
     preview = client.get("/jobs/bulk?action=cancel&queue=slow")
     assert re.search(r'id="touches">1<', preview.text)
-    done = client.post("/jobs/bulk", data={"csrf": csrf_of(preview.text), "action": "cancel",
-                                           "queue": "slow"})
+    done = client.post("/jobs/bulk", data=_confirmation(preview.text))
     assert "1 jobs changed" in done.text
     assert _state(conn, pending) == "CANCELLED"
     assert _state(conn, failed) == "FAILED"
@@ -425,6 +472,48 @@ def test_the_overview_counts_are_capped(conn: psycopg.Connection[Any], console: 
     enqueue_many(conn, [{"kind": "bulk"}] * 10_050)
     page = signed_in(console).get("/").text
     assert 'data-state="PENDING">10,000+<' in page
+
+
+def _overview_table(page: str, key: str) -> dict[str, dict[str, str]]:
+    """The overview's "by kind" or "by queue" table: each row's cells by state."""
+    table = re.search(rf'<table class="by-{key}">(.*?)</table>', page, re.S)
+    assert table is not None, key
+    return {html.unescape(name): dict(re.findall(r'data-state="(\w+)">([^<]*)<', row))
+            for name, row in re.findall(rf'<tr data-{key}="([^"]*)">(.*?)</tr>', table.group(1),
+                                        re.S)}
+
+
+def test_the_overview_shows_jobs_by_state_per_kind_and_per_queue(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """SPEC §19: a kind or queue whose only jobs are running, failed or
+    finished is listed, and a job due in 2030 is scheduled, not ready."""
+    running = enqueue(conn, "only-running", None, queue="lane-run")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, "
+                 "locked_until = now() + interval '1 minute', claim_token = gen_random_uuid(), "
+                 "started_at = now() WHERE id = %s", (running,))
+    _failed_job(conn, kind="only-failed", queue="lane-dead")
+    later = enqueue(conn, "future", None, queue="lane-later")
+    conn.execute("UPDATE awc.jobs SET run_at = '2030-01-01T00:00:00Z' WHERE id = %s", (later,))
+    enqueue(conn, "now", None, queue="lane-later")
+    done = enqueue(conn, "finished", None, queue="lane-done")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (done,))
+    page = signed_in(console).get("/").text
+    zero = {"READY": "0", "SCHEDULED": "0", "RUNNING": "0", "FAILED": "0", "CANCELLED": "0",
+            "COMPLETED": "0"}
+    assert _overview_table(page, "kind") == {
+        "finished": {**zero, "COMPLETED": "1"},
+        "future": {**zero, "SCHEDULED": "1"},
+        "now": {**zero, "READY": "1"},
+        "only-failed": {**zero, "FAILED": "1"},
+        "only-running": {**zero, "RUNNING": "1"},
+    }
+    assert _overview_table(page, "queue") == {
+        "lane-dead": {**zero, "FAILED": "1"},
+        "lane-done": {**zero, "COMPLETED": "1"},
+        "lane-later": {**zero, "READY": "1", "SCHEDULED": "1"},
+        "lane-run": {**zero, "RUNNING": "1"},
+    }
 
 
 def test_the_ticks_page_marks_died_and_failed_ticks(conn: psycopg.Connection[Any],

@@ -18,6 +18,7 @@ from tests.support import (
     CHROMIUM,
     DRIVER,
     new_browser,
+    read_stderr,
     sign_in,
     start_console,
     stop,
@@ -50,6 +51,7 @@ def browser() -> Iterator[Any]:
 def console(awc_env: dict[str, str]) -> Iterator[str]:
     _need_browser()
     proc, base = start_console(awc_env)
+    read_stderr(proc)
     yield base
     stop(proc)
 
@@ -132,6 +134,7 @@ def test_read_only_mode_shows_no_actions(conn: psycopg.Connection[Any],
 
     job = dead_letters(conn, 1)[0]
     proc, base = start_console(awc_env, read_only=True)
+    read_stderr(proc)
     try:
         sign_in(browser, base)
         browser.get(f"{base}/jobs/{job}")

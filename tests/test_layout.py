@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.ui.render",),
     ("tick.ui.pages",),
     ("tick.ui.app",),
+    ("tick.ui.serve",),  # the connections the app is served on
     ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli_limits", "tick.cli_ui",
      "tick.cli"),
 ]

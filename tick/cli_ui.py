@@ -74,7 +74,9 @@ def ui_command(host: str, port: int) -> None:
         raise missing_extra("awc ui", "ui") from None
     from tick.db import connect_options
     from tick.drivers.compose import open_operator_database, operator_session
+    from tick.events import StreamEvents
     from tick.ui.app import build_app
+    from tick.ui.serve import KEEP_ALIVE_SECS, bounded_protocol
 
     settings = load_settings()
     token = settings.require_ui_token()
@@ -92,8 +94,15 @@ def ui_command(host: str, port: int) -> None:
         if not _loopback(host):
             click.echo("awc ui: listening beyond this host; keep it behind a VPN or an "
                        "authenticating proxy (TLS is not served here)", err=True)
-        config = uvicorn.Config(build_app(pool, token, settings.ui_read_only),
-                                log_level="warning", access_log=False, server_header=False,
+        events = StreamEvents(settings.log_format)
+        app = build_app(pool, token, settings.ui_read_only, events)
+        # log_config=None: uvicorn's own records go through awc's event
+        # stream (tick.events.bridge_logging), not its plain-text handlers;
+        # its per-request warnings are console_error events of ours.
+        # The protocol bounds every connection (tick/ui/serve.py).
+        config = uvicorn.Config(app, http=bounded_protocol(events),
+                                timeout_keep_alive=KEEP_ALIVE_SECS, log_config=None,
+                                log_level="error", access_log=False, server_header=False,
                                 proxy_headers=False)
         uvicorn.Server(config).run(sockets=[sock])
     finally:

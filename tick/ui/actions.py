@@ -2,12 +2,16 @@
 one transaction, so an action is recorded exactly when it happened.
 
 Single actions reuse the operator commands (`tick.admin`, `tick.schedules`)
-and their refusals; bulk actions touch at most `BULK_CAP` jobs, the same set
-the preview counted (read through indexes, never a scan).
+and their refusals; bulk actions touch at most `BULK_CAP` jobs, read through
+indexes, never a scan, and only the set the operator saw: the preview seals
+the ids it counted and the confirmation carries that seal, so a set that
+changed in between (more jobs matching by the time of the click, or others)
+is previewed again and nothing is changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,9 +55,17 @@ def schedule(conn: psycopg.Connection[Any], action: str, name: str) -> int | Non
     """Pause, resume or trigger a schedule; trigger returns the job's id.
     A missing schedule is a `ScheduleNotFound`."""
     from tick import schedules
+    from tick.schedules.times import check_cron, check_zone
 
     with conn.transaction():
         job = None
+        row = conn.execute(sql("schedule_row"), {"name": name}).fetchone()
+        if row is not None and action != "trigger":
+            # Pause and resume plan the next fire from the stored cron and
+            # time zone: one written past `add`'s checks is a ScheduleError
+            # naming it, not a failure inside the cron arithmetic.
+            check_cron(row[1])
+            check_zone(row[2])
         if action == "pause":
             schedules.pause(conn, name)
         elif action == "resume":
@@ -62,6 +74,15 @@ def schedule(conn: psycopg.Connection[Any], action: str, name: str) -> int | Non
             job = schedules.trigger(conn, name)
         _audit(conn, action, f"schedule:{name}", None if job is None else {"job_id": job})
     return job
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a bulk action would touch now: how many jobs, and the seal of
+    their ids that its confirmation must carry back."""
+
+    touches: int
+    seal: str
 
 
 @dataclass(frozen=True)
@@ -89,14 +110,29 @@ class Bulk:
             "cap": BULK_CAP}).fetchall()
         return [int(r[0]) for r in rows]
 
-    def preview(self, conn: psycopg.Connection[Any]) -> int:
-        """How many jobs the action would touch now (at most `BULK_CAP`)."""
-        return len(self._candidates(conn))
+    def _sealed(self, ids: list[int]) -> Preview:
+        # The action and the exact ids, so a confirmation applies to the set
+        # its preview counted and to nothing else.
+        text = self.action + ":" + ",".join(map(str, sorted(ids)))
+        return Preview(len(ids), hashlib.sha256(text.encode()).hexdigest()[:32])
 
-    def apply(self, conn: psycopg.Connection[Any]) -> int:
-        """Do it; the number of jobs changed."""
+    def preview(self, conn: psycopg.Connection[Any]) -> Preview:
+        """The jobs the action would touch now (at most `BULK_CAP`)."""
+        return self._sealed(self._candidates(conn))
+
+    def apply(self, conn: psycopg.Connection[Any], seal: str) -> int | Preview:
+        """Do it to the jobs the preview sealed with `seal`; the number of
+        jobs changed. When the matching set is no longer that one, nothing
+        changes and the new preview is returned for the operator to confirm.
+
+        Each statement changes only the ids given, and only those still in a
+        state the action applies to, so the change is at most what the
+        operator confirmed, even if jobs change state in between."""
         with conn.transaction():
             ids = self._candidates(conn)
+            now = self._sealed(ids)
+            if now.seal != seal:
+                return now
             changed = 0
             if ids:
                 statement = "revive_jobs" if self.action == "retry" else "cancel_jobs"

@@ -6,26 +6,30 @@ refresh. Endpoints are plain functions, so Starlette runs them in its
 thread pool and each borrows a pooled psycopg connection.
 
 Every request passes `guard` first: a session or the login page, security
-headers on every answer, a bounded body. A refused request never reaches a
-query; a failed one answers a page with a status and one line, never a
-traceback.
+headers on every answer, a body read whole before any endpoint sees it
+(bounded in size and in time). A refused request never reaches a query; a
+failed one answers a page with a status and one line, and the console logs
+exactly one event for it (`console_error`, JSON with `AWC_LOG_FORMAT=json`),
+never a traceback.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import Message, Receive, Scope, Send
 
+from tick.events import EventSink, StreamEvents
+from tick.text import clip
 from tick.ui.access import SESSION_COOKIE, Gate
 from tick.ui.render import FILTERS
 
@@ -34,7 +38,10 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 MAX_BODY = 64 * 1024  # every form the console has fits in far less
-LOG = logging.getLogger("awc.ui")
+# A body (its headers arrived) must arrive whole within this: a client
+# dripping it must not hold a connection (tick/ui/serve.py bounds the rest).
+BODY_SECS = 10.0
+REPORTED = "awc.reported"  # the scope key saying this request's error event is written
 
 HEADERS = {
     "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -51,10 +58,12 @@ HEADERS = {
 class Console:
     """One console: its pool, its gate and whether it may act."""
 
-    def __init__(self, pool: ConnectionPool[Any], token: str, read_only: bool) -> None:
+    def __init__(self, pool: ConnectionPool[Any], token: str, read_only: bool,
+                 events: EventSink | None = None) -> None:
         self.pool = pool
         self.gate = Gate(token)
         self.read_only = read_only
+        self.events = events if events is not None else StreamEvents()
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters.update(FILTERS)
 
@@ -65,13 +74,33 @@ class Console:
             "signed_in": session is not None, "path": request.url.path, **context},
             status_code=status)
 
-    def problem(self, request: Request, status: int, message: str) -> Response:
+    def problem(self, request: Request, status: int, message: str,
+                error: str | None = None) -> Response:
+        """The error page every refusal and failure answers, and its one event."""
+        self.report(request.scope, status, error)
         return self.page(request, "problem.html", status, status_code=status, message=message)
 
+    def report(self, scope: Scope, status: int, error: str | None = None) -> None:
+        """One `console_error` event per failed request (SPEC §3): its status,
+        method and path, and for a 500 the exception's class only, since a
+        message may quote a payload or a connection string."""
+        reported = scope.get(REPORTED)
+        if reported is not None:
+            if reported:
+                return
+            reported.append(True)  # the list is shared by copies of the scope
+        fields: dict[str, Any] = {"status": status, "method": scope.get("method", ""),
+                                  "path": clip(scope.get("path", ""), 200)}
+        if error is not None:
+            fields["error"] = error
+        self.events.log("error" if status >= 500 else "warning", "console_error", **fields)
 
-def build_app(pool: ConnectionPool[Any], token: str, read_only: bool) -> Guard:
-    """The console's ASGI app over `pool`; the caller opens and closes it."""
-    console = Console(pool, token, read_only)
+
+def build_app(pool: ConnectionPool[Any], token: str, read_only: bool,
+              events: EventSink | None = None) -> Guard:
+    """The console's ASGI app over `pool`; the caller opens and closes it.
+    Errors are logged to `events` (JSON lines on stderr by default)."""
+    console = Console(pool, token, read_only, events)
     from tick.ui import pages
 
     routes = [
@@ -103,10 +132,10 @@ def build_app(pool: ConnectionPool[Any], token: str, read_only: bool) -> Guard:
 
 
 def _internal(console: Console, request: Request, error: Exception) -> Response:
-    # The class only: a message may quote a payload or a connection string.
-    LOG.error("awc ui: %s %s failed: %s", request.method, request.url.path,
-              type(error).__name__)
-    return console.problem(request, 500, "awc: the console could not answer this request")
+    # Starlette re-raises the error once this page is sent; Guard swallows
+    # it, so uvicorn never logs its traceback.
+    return console.problem(request, 500, "awc: the console could not answer this request",
+                           type(error).__name__)
 
 
 OPEN_PATHS = ("/login", "/static/", "/favicon.ico")
@@ -124,20 +153,37 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope[REPORTED] = []
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = [(k, v) for k, v in message.get("headers", [])
                            if k.decode("latin-1").lower() not in HEADERS]
                 headers += [(k.encode(), v.encode()) for k, v in HEADERS.items()]
                 message = {**message, "headers": headers}
             await send(message)
 
+        try:
+            await self._guarded(scope, receive, send_with_headers)
+        except Exception as error:  # any failure: one event and a page, never a traceback
+            self.console.report(scope, 500, type(error).__name__)
+            if not started:
+                message = "awc: the console could not answer this request"
+                try:
+                    response = self.console.problem(Request(scope), 500, message)
+                except Exception:  # the error page itself failed: the bare line
+                    response = PlainTextResponse(message, 500)
+                await response(scope, receive, send_with_headers)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         length = request.headers.get("content-length", "0")
         if not length.isdigit() or int(length) > MAX_BODY:
-            await self.console.problem(request, 413, "awc: request body too large")(
-                scope, receive, send_with_headers)
+            await _closing(self.console.problem(request, 413, "awc: request body too large"))(
+                scope, receive, send)
             return
         path = scope.get("path", "")
         session = self.console.gate.session(request.cookies.get(SESSION_COOKIE))
@@ -148,22 +194,58 @@ class Guard:
                 response: Response = RedirectResponse(target, status_code=303)
             else:
                 response = self.console.problem(request, 403, "awc: sign in first")
-            await response(scope, receive, send_with_headers)
+            await response(scope, receive, send)
             return
-        await self.app(scope, _bounded(receive), send_with_headers)
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client left: no one to answer
+        if isinstance(body, int):
+            message = ("awc: request body too large" if body == 413 else
+                       f"awc: the request body did not arrive within {BODY_SECS:.0f} s")
+            await _closing(self.console.problem(request, body, message))(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
 
-def _bounded(receive: Receive) -> Receive:
-    """`receive` that stops a chunked body past MAX_BODY (no length header)."""
+def _closing(response: Response) -> Response:
+    # The rest of a refused body is never read: the connection cannot be reused.
+    response.headers["connection"] = "close"
+    return response
+
+
+async def _read_body(receive: Receive) -> bytes | int | None:
+    """The whole request body; or 413 past MAX_BODY (a chunked body has no
+    length to check first), 408 when it does not arrive within BODY_SECS,
+    None when the client disconnected."""
+    chunks: list[bytes] = []
     seen = 0
+    try:
+        async with asyncio.timeout(BODY_SECS):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None
+                chunk = message.get("body", b"")
+                seen += len(chunk)
+                if seen > MAX_BODY:
+                    return 413
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        return 408
 
-    async def wrapped() -> Message:
-        nonlocal seen
-        message = await receive()
-        if message.get("type") == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY:
-                return {"type": "http.disconnect"}
-        return message
 
-    return wrapped
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the app: the body read, then the connection's own
+    messages (a disconnect)."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

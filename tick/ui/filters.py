@@ -90,12 +90,15 @@ def driver(params: Mapping[str, str]) -> str | None:
     return value
 
 
-def tick_cursor(params: Mapping[str, str]) -> tuple[datetime, int] | None:
-    """The ticks page cursor, `<started_at ISO>/<id>`."""
+def tick_cursor(params: Mapping[str, str]) -> tuple[datetime | str, int] | None:
+    """The ticks page cursor, `<started_at ISO>/<id>`; `infinity` and
+    `-infinity` as PostgreSQL writes them (a row plain SQL wrote)."""
     value = params.get("before", "").strip()
     if not value:
         return None
     at, _, tick = value.rpartition("/")
+    if at in ("infinity", "-infinity"):
+        return at, job_id(tick)
     try:
         when = datetime.fromisoformat(at)
     except ValueError:

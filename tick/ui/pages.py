@@ -17,7 +17,7 @@ from urllib.parse import quote
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from tick.errors import JobStateError
+from tick.errors import AwcError, DatabaseError, JobStateError, MigrationError
 from tick.ui import actions, reads
 from tick.ui.access import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECS, csrf_matches
 from tick.ui.chart import throughput_svg
@@ -49,7 +49,7 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
     a database that does not answer a 503, never a traceback."""
     import psycopg
 
-    from tick.schedules import ScheduleNotFound
+    from tick.schedules import ScheduleError, ScheduleNotFound
 
     try:
         return call()
@@ -58,13 +58,21 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
     except (JobStateError, ScheduleNotFound) as error:
         missing = "does not exist" in str(error)
         return console.problem(request, 404 if missing else 409, f"awc: {error}")
+    except ScheduleError as error:
+        # A schedule written past `add`'s checks (parked by firing): its
+        # cron or time zone cannot be used, so it cannot be resumed either.
+        name = request.path_params.get("name", "")
+        return console.problem(request, 409, f"awc: schedule {name[:200]!r} cannot be used "
+                               f"as stored: {error}; fix it with awc schedules add or sync")
     except psycopg.errors.UniqueViolation:
         return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
                                "these jobs needs; nothing was changed, try again")
-    except psycopg.Error as error:
+    except (psycopg.Error, DatabaseError, MigrationError) as error:
         # The class only: a server message may quote a value.
         return console.problem(request, 503, "awc: the database did not answer "
                                f"({type(error).__name__})")
+    except AwcError as error:  # awc's own refusals: their messages are safe to show
+        return console.problem(request, 409, f"awc: {error}")
 
 
 def _csrf_refusal(request: Request, console: Console, form: Any) -> Response | None:
@@ -141,6 +149,7 @@ async def login(request: Request) -> Response:
     token = form.get("token")
     if not isinstance(token, str) or not console.gate.token_matches(token):
         console.gate.failed(address)
+        console.report(request.scope, 401)  # never the offered token
         nonce = secrets.token_urlsafe(24)
         response = console.page(request, "login.html", 401, login_nonce=nonce,
                                 next=_next(_text(form, "next")), failed=True)
@@ -164,6 +173,10 @@ async def logout(request: Request) -> Response:
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
+
+
+def _count(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
 
 
 def _text(form: Any, name: str) -> str:
@@ -226,17 +239,25 @@ def bulk_preview(request: Request, console: Console) -> Response:
         return console.problem(request, 403, "awc: the console is read-only")
     bulk = _bulk(request, request.query_params)
     with console.pool.connection() as conn:
-        touches = bulk.preview(conn)
-    return console.page(request, "bulk.html", bulk=bulk, touches=touches,
+        preview = bulk.preview(conn)
+    return console.page(request, "bulk.html", bulk=bulk, preview=preview,
                         cap=actions.BULK_CAP, states=bulk.states())
 
 
 @acts
 def bulk_apply(request: Request, console: Console, form: Any) -> Response:
     bulk = _bulk(request, {k: _text(form, k) for k in ("action", "state", "kind", "queue", "id")})
+    seal = _text(form, "seal")
+    if not seal:
+        raise BadInput("seal is missing: open the preview and confirm from there")
     with console.pool.connection() as conn:
-        changed = bulk.apply(conn)
-    return console.page(request, "bulk.html", bulk=bulk, changed=changed,
+        done = bulk.apply(conn, seal)
+    if isinstance(done, actions.Preview):
+        # The matching jobs changed since the preview: show the new set, change nothing.
+        return console.page(request, "bulk.html", 409, bulk=bulk, preview=done,
+                            changed_since=True, seen=_count(_text(form, "seen")),
+                            cap=actions.BULK_CAP, states=bulk.states())
+    return console.page(request, "bulk.html", bulk=bulk, changed=done,
                         cap=actions.BULK_CAP, states=bulk.states())
 
 

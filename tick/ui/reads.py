@@ -42,8 +42,8 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             ("console_state_counts", {"cap": CAP + 1}),
             ("console_table_estimate", None),
             ("oldest_ready_age", None),
-            ("console_ready_by_kind", {"cap": CAP + 1, "kinds": GROUPS}),
-            ("console_ready_by_queue", {"cap": CAP + 1, "queues": GROUPS}),
+            ("console_jobs_by_kind", {"cap": CAP + 1, "groups": GROUPS}),
+            ("console_jobs_by_queue", {"cap": CAP + 1, "groups": GROUPS}),
             ("console_throughput", None),
             ("console_last_ticks", None),
             ("console_dead_letters", {"limit": DEAD_LETTERS}))}
@@ -57,14 +57,27 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         # A table never analyzed has no estimate: at least what was counted.
         "table_estimate": max(int(estimate[0]) if estimate else 0, sum(counted.values())),
         "oldest_ready_age_s": None if age is None or age[0] is None else float(age[0]),
-        "by_kind": _rows(cur["console_ready_by_kind"]),
-        "by_queue": _rows(cur["console_ready_by_queue"]),
+        "by_kind": _grouped(cur["console_jobs_by_kind"]),
+        "by_queue": _grouped(cur["console_jobs_by_queue"]),
         "groups": GROUPS,
+        "cap": CAP,
+        # States with more jobs than the cap are counted per kind and queue
+        # among the first CAP read (console_jobs_by_kind): lower bounds.
+        "sampled": [state for state, n in counted.items() if n > CAP and state != "PENDING"],
         "hours": [{"hour": h, "completed": int(c), "failed": int(f), "retried": int(r)}
                   for h, c, f, r in cur["console_throughput"].fetchall()],
         "last_ticks": _rows(cur["console_last_ticks"]),
         "dead_letters": _rows(cur["console_dead_letters"]),
     }
+
+
+def _grouped(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
+    rows = _rows(cur)
+    for row in rows:
+        # A group's PENDING jobs are read up to the cap, then split: past
+        # it, ready and scheduled are counts among those read.
+        row["pending_sampled"] = row["ready"] + row["scheduled"] > CAP
+    return rows
 
 
 @dataclass(frozen=True)
@@ -151,22 +164,33 @@ def schedules(conn: psycopg.Connection[Any], after: str) -> tuple[list[dict[str,
 
 
 def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
-    """One schedule with its next fires and its ledger; None when absent."""
-    from tick.schedules import ScheduleNotFound, history, next_fires
+    """One schedule with its next fires and its ledger; None when absent.
+    A schedule whose stored cron or time zone cannot be used (written past
+    `add`'s checks, parked by firing) has no next fires and says why."""
+    from tick.schedules import ScheduleError, ScheduleNotFound, history, next_fires
+    from tick.schedules.times import check_cron, check_zone
 
     row = _rows(conn.execute(sql("console_schedule"), {"name": name}))
     if not row:
         return None
+    unusable = None
     try:
-        upcoming = next_fires(conn, name, 5)
+        try:
+            # What `add` checks, so a stored value it would refuse is named
+            # here rather than failing inside the cron arithmetic.
+            check_cron(row[0]["cron"])
+            check_zone(row[0]["timezone"])
+            upcoming = next_fires(conn, name, 5)
+        except ScheduleError as error:
+            upcoming, unusable = [], str(error)
         ledger = history(conn, name, PAGE)
     except ScheduleNotFound:
         return None
-    return {**row[0], "upcoming": upcoming, "ledger": ledger}
+    return {**row[0], "upcoming": upcoming, "ledger": ledger, "unusable": unusable}
 
 
 def ticks(conn: psycopg.Connection[Any], driver: str | None,
-          cursor: tuple[datetime, int] | None) -> tuple[list[dict[str, Any]], str | None]:
+          cursor: tuple[datetime | str, int] | None) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the tick history, newest first, and the next page's cursor."""
     rows = _rows(conn.execute(sql("console_ticks"), {
         "driver": driver, "before_at": cursor[0] if cursor else None,
@@ -174,7 +198,11 @@ def ticks(conn: psycopg.Connection[Any], driver: str | None,
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     last = rows[-1] if more else None
-    return rows, (f"{last['started_at'].isoformat()}/{last['id']}" if last else None)
+    if last is None:
+        return rows, None
+    # An instant Python cannot hold arrives as the server's text (infinity).
+    at = last["started_at"]
+    return rows, f"{at.isoformat() if isinstance(at, datetime) else at}/{last['id']}"
 
 
 def limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:

@@ -22,7 +22,8 @@ def ago(value: datetime | str | None) -> Markup:
     now = datetime.now(UTC)
     secs = (now - value).total_seconds()
     text = _span(abs(secs))
-    label = f"{text} ago" if secs >= 0 else f"in {text}"
+    # "now" reads alone: never "now ago" or "in now".
+    label = text if text == "now" else f"{text} ago" if secs >= 0 else f"in {text}"
     stamp = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Markup('<time datetime="{0}" title="{1}">{2}</time>').format(
         value.isoformat(), stamp, label)
@@ -37,17 +38,29 @@ def _span(secs: float) -> str:
     return "now"
 
 
-def count(value: int | None) -> str:
-    """A capped count: past the cap, "10,000+"."""
+def count(value: int | None, at_least: bool = False) -> str:
+    """A capped count: past the cap, "10,000+"; `at_least` when it was
+    counted among capped rows, so it may be more ("12+")."""
     if value is None:
         return "—"
-    return f"{CAP:,}+" if value > CAP else f"{value:,}"
+    if value > CAP:
+        return f"{CAP:,}+"
+    return f"{value:,}+" if at_least else f"{value:,}"
 
 
 def seconds(value: float | None) -> str:
     if value is None:
         return "—"
     return _span(value)
+
+
+def took(row: Any) -> Markup:
+    """How long a tick ran, "1.25 s"; a dash while it runs or when either
+    instant is one Python cannot hold (shown as text beside it)."""
+    started, finished = row["started_at"], row["finished_at"]
+    if not isinstance(started, datetime) or not isinstance(finished, datetime):
+        return Markup('<span class="muted">—</span>')
+    return Markup("{0} s").format(f"{(finished - started).total_seconds():.2f}")
 
 
 def cut(value: Any, limit: int = 120) -> str:
@@ -63,4 +76,5 @@ def state(value: str | None) -> Markup:
         escape(value.lower()), escape(value))
 
 
-FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state}
+FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state,
+           "took": took}

@@ -152,7 +152,13 @@ def test_a_schedule_of_ten_thousand_minutes_enqueues_at_most_100_a_call(
     [(["--cron", "61 * * * *"], "--cron"), (["--cron", "* * *"], "--cron"),
      (["--cron", "@every5m"], "--cron"), (["--timezone", "Mars/Olympus"], "--timezone"),
      (["--payload", "[1]"], "--payload"), (["--catchup-secs", "-1"], "--catchup-secs"),
-     (["--max-attempts", "0"], "--max-attempts"), (["--missed", "some"], "--missed")],
+     (["--max-attempts", "0"], "--max-attempts"), (["--missed", "some"], "--missed"),
+     # Parse, but never fire (SPEC §15): not "unexpected error: StopIteration".
+     (["--cron", "0 0 31 2 *"], "--cron"), (["--cron", "0 0 */31 * MON#5"], "--cron"),
+     # Files of the host's zoneinfo tree, not IANA names: host-dependent fire times.
+     (["--timezone", "localtime"], "--timezone"), (["--timezone", "posixrules"], "--timezone"),
+     (["--timezone", "posix/Europe/Berlin"], "--timezone"),
+     (["--timezone", "right/UTC"], "--timezone")],
 )
 def test_a_bad_schedule_option_is_a_usage_error_that_writes_nothing(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], args: list[str], option: str
@@ -190,6 +196,47 @@ def test_the_commands_list_next_history_pause_and_remove(
     for verb in ("remove", "pause", "resume", "trigger", "next", "history"):
         gone = run_awc(awc_env, "schedules", verb, "nightly")
         assert (gone.returncode, gone.stderr) == (1, "awc: schedule 'nightly' does not exist\n")
+
+
+def test_schedules_next_of_a_rare_cron_prints_what_the_calendar_holds(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """SPEC §15: `next` on a cron that fires once in decades (a fifth Monday
+    of February) prints its fires up to year 9999, not an OverflowError."""
+    done = run_awc(awc_env, "schedules", "add", "rare", "--cron", "0 0 * 2 MON#5", "--kind",
+                   "noop", "--timezone", "Pacific/Kiritimati")
+    assert done.returncode == 0, done.stderr
+    done = run_awc(awc_env, "schedules", "next", "rare", "--count", "1000")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    instants = [datetime.fromisoformat(line) for line in done.stdout.split()]
+    assert 100 < len(instants) < 1000 and instants == sorted(instants)
+    assert all((i.month, i.day, i.weekday()) == (2, 29, 0) for i in instants)
+
+
+def test_a_stored_schedule_awc_cannot_fire_is_named_by_the_commands_and_can_be_paused(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A schedule stored before zones were checked (`localtime`), or by plain
+    SQL: `next` and `resume` say which schedule and what is wrong (exit 1,
+    one line); `pause` still works; a tick parks it and fires the others."""
+    conn.execute("INSERT INTO awc.schedules (name, cron, timezone, kind, paused, next_fire_at) "
+                 "VALUES ('host', '0 * * * *', 'localtime', 'report', true, now()), "
+                 "('never', '0 0 */31 * MON#5', 'UTC', 'report', false, now())")
+    for name, field in (("host", "timezone"), ("never", "cron")):
+        for verb in ("next", "resume"):
+            done = run_awc(awc_env, "schedules", verb, name)
+            assert done.returncode == 1 and done.stderr.startswith(
+                f"awc: schedule '{name}' cannot fire: its {field} "), done.stderr
+            assert len(done.stderr.splitlines()) == 1
+    assert run_awc(awc_env, "schedules", "pause", "never").returncode == 0
+    assert conn.execute("SELECT paused, next_fire_at IS NOT NULL FROM awc.schedules "
+                        "WHERE name = 'never'").fetchone() == (True, True)
+    conn.execute("UPDATE awc.schedules SET paused = false")
+    add(conn, every_minute("good"))
+    backdate(conn, "good", 2)
+    assert tick(conn, registry=registry(), max_secs=30).fired == 1
+    assert conn.execute("SELECT name FROM awc.schedules WHERE next_fire_at IS NULL ORDER BY name"
+                        ).fetchall() == [("host",), ("never",)]
 
 
 SCHEDULES_TOML = """

@@ -55,7 +55,8 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--cron", required=True, help="5 fields, or @hourly/@daily/@weekly/@monthly/@yearly.")
 @click.option("--kind", required=True, help="The kind of the jobs it enqueues.")
 @click.option("--payload", default="{}", show_default=True, help="Their payload, a JSON object.")
-@click.option("--timezone", default="UTC", show_default=True, help="An IANA time zone.")
+@click.option("--timezone", default="UTC", show_default=True,
+              help="An IANA time zone name, such as Europe/Berlin (not localtime).")
 @click.option("--queue", default="default", show_default=True)
 @click.option("--priority", type=int, default=0, show_default=True)
 @click.option("--max-attempts", type=int, default=5, show_default=True)
@@ -120,7 +121,9 @@ def schedules_trigger(name: str) -> None:
 @click.argument("name")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
 def schedules_next(name: str, count: int) -> None:
-    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written."""
+    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written.
+
+    Fewer than --count when the calendar ends first (year 9999)."""
     from tick.schedules import next_fires
 
     with operator_connection(load_settings()) as conn:

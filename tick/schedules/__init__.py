@@ -26,8 +26,8 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "add", "history", "listing",
-           "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
+__all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "ScheduleUnusable", "add", "history",
+           "listing", "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
 
 NAME_LIMIT = 200
 CATCHUP_MAX = 100 * 365 * 86400  # a century, as every other duration (SPEC §2)
@@ -35,6 +35,18 @@ CATCHUP_MAX = 100 * 365 * 86400  # a century, as every other duration (SPEC §2)
 
 class ScheduleNotFound(AwcError):
     """A command named a schedule that does not exist (exit 1)."""
+
+
+class ScheduleUnusable(AwcError):
+    """A stored schedule whose cron or time zone awc cannot use: written by
+    plain SQL past the checks of `add`, or before a check existed (a zone
+    such as `localtime`). Firing parks it; a command that needs its fire
+    times says so (exit 1) until an add or sync replaces it."""
+
+
+def _unusable(name: str, error: ScheduleError) -> ScheduleUnusable:
+    return ScheduleUnusable(f"schedule {name[:200]!r} cannot fire: its {error.field} "
+                            f"{error.reason}; replace it with `awc schedules add` or sync")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +136,14 @@ def resume(conn: psycopg.Connection[Any], name: str) -> None:
 
 def _set_paused(conn: psycopg.Connection[Any], name: str, paused: bool) -> None:
     _, cron, timezone, _ = _existing(conn, name)
+    following = None  # a pause needs no fire time, so a broken schedule can be paused
+    if not paused:
+        try:
+            following = next_fire(cron, timezone, _now())
+        except ScheduleError as error:
+            raise _unusable(name, error) from None
     conn.execute(sql("pause_schedule"), {"name": name, "paused": paused,
-                                         "next_fire_at": next_fire(cron, timezone, _now())})
+                                         "next_fire_at": following})
 
 
 def trigger(conn: psycopg.Connection[Any], name: str) -> int:
@@ -138,11 +156,22 @@ def trigger(conn: psycopg.Connection[Any], name: str) -> int:
 
 def next_fires(conn: psycopg.Connection[Any], name: str, count: int = 5) -> list[datetime]:
     """The next `count` fire instants, in the schedule's time zone (so with
-    its UTC offset), computed; nothing is written."""
+    its UTC offset), computed; nothing is written. Fewer when the calendar
+    ends first (a cron that fires once in decades, year 9999)."""
     _, cron, timezone, _ = _existing(conn, name)
-    zone = check_zone(timezone)
-    stream = fires(cron, timezone, _now())
-    return [next(stream).astimezone(zone) for _ in range(count)]
+    found: list[datetime] = []
+    try:
+        check_cron(cron)
+        zone = check_zone(timezone)
+        for instant in fires(cron, timezone, _now()):
+            found.append(instant.astimezone(zone))
+            if len(found) == count:
+                break
+    except ScheduleError as error:
+        raise _unusable(name, error) from None
+    except OverflowError:
+        pass  # the zone's wall time of the last instant is past year 9999
+    return found
 
 
 def history(conn: psycopg.Connection[Any], name: str, limit: int = 20) -> list[dict[str, Any]]:

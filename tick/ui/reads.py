@@ -152,13 +152,16 @@ def schedules(conn: psycopg.Connection[Any], after: str) -> tuple[list[dict[str,
 
 def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     """One schedule with its next fires and its ledger; None when absent."""
-    from tick.schedules import ScheduleNotFound, history, next_fires
+    from tick.schedules import ScheduleNotFound, ScheduleUnusable, history, next_fires
 
     row = _rows(conn.execute(sql("console_schedule"), {"name": name}))
     if not row:
         return None
     try:
-        upcoming = next_fires(conn, name, 5)
+        try:
+            upcoming = next_fires(conn, name, 5)
+        except ScheduleUnusable:  # parked: its cron or zone cannot fire (SPEC §15)
+            upcoming = []
         ledger = history(conn, name, PAGE)
     except ScheduleNotFound:
         return None

@@ -6,7 +6,7 @@ process. Every tick fires what is due (`firing.py`); fire times come from
     add(conn, Schedule(...)) -> "created" | "updated" | "unchanged"
     remove, pause, resume(conn, name);  trigger(conn, name) -> job id
     next_fires(conn, name, count);  history(conn, name, limit);  listing(conn)
-    sync(conn, schedules, prune=False);  parse_toml(text) -> [Schedule]
+    sync(conn, schedules, prune=False, dry_run=False);  parse_toml(text) -> [Schedule]
 
 Nothing here commits on its own beyond its statements (autocommit
 connections make each one a transaction; `sync` takes one transaction).
@@ -30,6 +30,8 @@ __all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "ScheduleUnusable", 
            "listing", "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
 
 NAME_LIMIT = 200
+# pg_advisory_xact_lock key of `sync`: 'awc' 'syn' in ASCII.
+SYNC_LOCK_KEY = 0x617763_73796E
 CATCHUP_MAX = 100 * 365 * 86400  # a century, as every other duration (SPEC §2)
 
 
@@ -189,22 +191,32 @@ def listing(conn: psycopg.Connection[Any], limit: int = 10_000) -> list[dict[str
     return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
 
 
-def sync(conn: psycopg.Connection[Any], schedules: list[Schedule],
-         *, prune: bool = False) -> dict[str, list[str]]:
+def sync(conn: psycopg.Connection[Any], schedules: list[Schedule], *, prune: bool = False,
+         dry_run: bool = False) -> dict[str, list[str]]:
     """Declare `schedules` in one transaction: each is created, updated or
-    left unchanged; with `prune`, every other schedule is removed. All are
-    checked first, so a bad one writes nothing."""
-    checked = [s.checked() for s in schedules]
+    left unchanged; with `prune`, every other schedule is removed. The names
+    of each, sorted, by what was done. All are checked first, so a bad one
+    writes nothing. A schedule that does not set `paused` keeps its own (an
+    operator's pause survives a deploy). With `dry_run`, the same answer and
+    nothing written.
+
+    Concurrent syncs take turns (an advisory lock): both succeed."""
+    import psycopg
+
+    checked = sorted((s.checked() for s in schedules), key=lambda s: s.name)
     names = [s.name for s in checked]
     if len(set(names)) != len(names):
         raise ScheduleError("name", "appears twice")
     done: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": [], "removed": []}
-    with conn.transaction():
+    with conn.transaction() as tx:
+        conn.execute(sql("lock_schedule_sync"), {"key": SYNC_LOCK_KEY})
         for s in checked:
             done[add(conn, s)].append(s.name)
         if prune:
             removed = conn.execute(sql("delete_schedules_except"), {"keep": names}).fetchall()
             done["removed"] = sorted(r[0] for r in removed)
+        if dry_run:
+            raise psycopg.Rollback(tx)  # the answer is known; nothing is kept
     return done
 
 
@@ -236,7 +248,7 @@ def parse_toml(text: str) -> list[Schedule]:
         for key in ("cron", "kind"):
             if key not in table:
                 raise ScheduleError(f"schedules.{name}", f"needs {key!r}")
-        declared = dict(table)
-        declared.setdefault("paused", False)  # a declared schedule says whether it runs
-        out.append(Schedule(name=name, **declared).checked())
+        # No `paused` key: the schedule keeps what it has (new: not paused),
+        # so a deploy never resumes what on-call paused (SPEC §15).
+        out.append(Schedule(name=name, **table).checked())
     return out

@@ -496,3 +496,23 @@ def test_sync_names_what_it_does_and_a_dry_run_writes_nothing(
     forged = run_awc(awc_env, "schedules", "sync", str(path), "--dry-run")
     assert forged.stdout.splitlines()[0] == \
         'schedule "x\\nschedule a-first removed" would be created'
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    ('cron = "0 0 31 2 *"', "schedules.b.cron"), ('cron = "0 0 */31 * MON#5"', "schedules.b.cron"),
+    ('cron = "@hourly"\ntimezone = "localtime"', "schedules.b.timezone"),
+    ('cron = "@hourly"\ntimezone = "posix/Europe/Berlin"', "schedules.b.timezone"),
+    ('cron = "@hourly"\npaused = "no"', "schedules.b.paused"),
+])
+def test_sync_of_a_schedule_that_cannot_fire_names_it_and_writes_nothing(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path, line: str, named: str
+) -> None:
+    """SPEC §15: a usage error (exit 2) naming the schedule and its key, in a
+    file of many; nothing is written, not even the good schedule."""
+    path = tmp_path / "s.toml"
+    path.write_text(f'[schedules.a]\ncron = "@daily"\nkind = "noop"\n'
+                    f'[schedules.b]\n{line}\nkind = "noop"\n')
+    done = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
+    assert done.returncode == 2 and f"{named}: " in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (0,)

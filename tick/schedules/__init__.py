@@ -240,15 +240,19 @@ def parse_toml(text: str) -> list[Schedule]:
         raise ScheduleError("schedules", "must be a table of [schedules.NAME] tables")
     out = []
     for name, table in tables.items():
+        where = f"schedules.{name}" if name.isprintable() else f"schedules.{name!r}"
         if not isinstance(table, dict):
-            raise ScheduleError(f"schedules.{name}", "must be a table")
+            raise ScheduleError(where, "must be a table")
         bad = set(table) - _KEYS
         if bad:
-            raise ScheduleError(f"schedules.{name}", f"unknown key {sorted(bad)[0]!r}")
+            raise ScheduleError(where, f"unknown key {sorted(bad)[0]!r}")
         for key in ("cron", "kind"):
             if key not in table:
-                raise ScheduleError(f"schedules.{name}", f"needs {key!r}")
-        # No `paused` key: the schedule keeps what it has (new: not paused),
-        # so a deploy never resumes what on-call paused (SPEC §15).
-        out.append(Schedule(name=name, **table).checked())
+                raise ScheduleError(where, f"needs {key!r}")
+        try:
+            # No `paused` key: the schedule keeps what it has (new: not
+            # paused), so a deploy never resumes what on-call paused (SPEC §15).
+            out.append(Schedule(name=name, **table).checked())
+        except ScheduleError as error:  # which schedule, in a file of many
+            raise ScheduleError(f"{where[:220]}.{error.field}", error.reason) from None
     return out

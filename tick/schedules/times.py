@@ -83,7 +83,11 @@ def iana_names() -> frozenset[str]:
     `Factory` is IANA's placeholder for a host whose zone is not set."""
     from importlib import resources
 
-    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    try:
+        listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    except (ImportError, OSError):
+        raise ScheduleError("timezone", "cannot be checked: the tzdata package, a "
+                                        "dependency of awc, is not installed") from None
     return frozenset(listed.split()) - {"Factory"}
 
 

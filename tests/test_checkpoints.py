@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import signal
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import psycopg
@@ -159,3 +161,80 @@ def test_sigterm_past_the_grace_of_a_checkpointed_job_is_a_continue(
     assert (job["state"], job["attempts"], job["continues"]) == ("PENDING", 0, 1)
     saved = job["checkpoint"]["next"]
     assert saved >= 1 and [r[0] for r in unit_rows(conn, job_id)] == list(range(saved))
+
+
+@pytest.mark.parametrize("progress", [
+    1e-50, 5e-324, 1e-45, 3e-39, 0.0, 1.0, 0, 1, 0.1, 1 - 1e-12,
+    Fraction(1, 3), Decimal("0.25"),
+])
+def test_every_float_in_0_1_is_a_progress_the_job_keeps(
+    conn: psycopg.Connection[Any], progress: Any
+) -> None:
+    """SPEC §17: a progress is any float in [0, 1]. The column is a `real`,
+    which cannot hold 1e-50 (PostgreSQL refused it as an underflow, and the
+    handler heard that its *state* was refused): it is saved as the nearest
+    value the column holds, and the job completes."""
+    from tick import tick
+    from tick.engine.registry import Registry, handler
+
+    heard: list[BaseException] = []
+
+    def saving(ctx: Any, payload: Any) -> Any:
+        try:
+            ctx.checkpoint({"at": 1}, progress=progress)
+        except Exception as error:
+            heard.append(error)
+            raise
+        return {"ok": True}
+
+    reg = Registry()
+    handler("saving", registry=reg)(saving)
+    job_id = enqueue(conn, "saving", {}, max_attempts=1)
+    report = tick(conn, registry=reg, max_secs=30)
+    assert heard == [] and report.completed == 1
+    job = job_row(conn, job_id)
+    assert job["state"] == "COMPLETED" and job["checkpoint"] == {"at": 1}
+    assert job["progress"] == pytest.approx(float(progress), rel=1e-6, abs=1e-37)
+    assert 0.0 <= job["progress"] <= 1.0
+
+
+@pytest.mark.parametrize("progress", [-1e-50, 1 + 1e-9, float("inf"), 10**400, Decimal("NaN"),
+                                      Fraction(3, 2), complex(0.5, 0), b"0.5"])
+def test_a_progress_outside_0_1_names_progress_not_the_state(progress: Any) -> None:
+    """SPEC §17: the error names the argument that is wrong."""
+    from tick import JobContext
+
+    ctx = JobContext(1, "k", 1, 5, 1e18, lambda c, saving: 1e18)
+    with pytest.raises(ValueError, match="progress must be a number in \\[0, 1\\]") as caught:
+        ctx.checkpoint({"fine": True}, progress=progress)
+    assert "state" not in str(caught.value)
+
+
+def test_a_checkpoint_the_database_refuses_says_why_and_the_job_runs_on(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """SPEC §17: a refusal awc could not foresee (here a constraint an
+    operator added) reaches the handler with the server's reason, not a
+    guess that blames the state; the handler may carry on."""
+    from tick import tick
+    from tick.engine.registry import Registry, handler
+
+    conn.execute("ALTER TABLE awc.jobs ADD CONSTRAINT no_strings "
+                 "CHECK (jsonb_typeof(checkpoint) IS DISTINCT FROM 'string')")
+    heard: list[str] = []
+
+    def saving(ctx: Any, payload: Any) -> Any:
+        try:
+            ctx.checkpoint("secret-ish text", progress=0.5)
+        except ValueError as error:
+            heard.append(str(error))
+        ctx.checkpoint({"at": 2}, progress=1.0)
+        return {"ok": True}
+
+    reg = Registry()
+    handler("saving", registry=reg)(saving)
+    job_id = enqueue(conn, "saving", {}, max_attempts=1)
+    assert tick(conn, registry=reg, max_secs=30).completed == 1
+    assert len(heard) == 1 and "CheckViolation" in heard[0] and "no_strings" in heard[0]
+    assert "secret-ish" not in heard[0]
+    assert job_row(conn, job_id)["checkpoint"] == {"at": 2}

@@ -533,3 +533,21 @@ def test_json_is_shown_indented(conn: psycopg.Connection[Any], console: str) -> 
     page = signed_in(console).get(f"/jobs/{job}").text
     assert json.dumps({"n": [1, 2], "to": "a@example.com"}, indent=2).replace('"', "&#34;") \
         in page
+
+
+def test_a_schedule_awc_cannot_fire_shows_its_page_and_refuses_resume_by_name(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """SPEC §15: a schedule stored with a host-only zone (`localtime`, from
+    before zones were checked) has a page without upcoming fires; Resume
+    answers 409 saying what is wrong; Pause still works."""
+    conn.execute("INSERT INTO awc.schedules (name, cron, timezone, kind, paused, next_fire_at) "
+                 "VALUES ('hostly', '0 3 * * *', 'localtime', 'report', true, now())")
+    client = signed_in(console)
+    page = client.get("/schedules/hostly")
+    assert page.status_code == 200, page.text
+    refused = client.post("/schedules/hostly/resume", data={"csrf": csrf_of(page.text)})
+    assert refused.status_code == 409 and "cannot fire: its timezone" in refused.text
+    paused = client.post("/schedules/hostly/pause", data={"csrf": csrf_of(page.text)})
+    assert paused.status_code == 303
+    assert conn.execute("SELECT paused FROM awc.schedules WHERE name = 'hostly'"
+                        ).fetchone() == (True,)

@@ -82,13 +82,14 @@ def test_a_parked_schedule_has_a_page_and_its_actions_answer_409(
         assert page.status_code == 200, name
         assert ">parked</span>" in page.text and f"its {why}" in page.text
         csrf = csrf_of(page.text)
-        for verb in ("pause", "resume"):
-            answer = client.post(f"/schedules/{name}/{verb}", data={"csrf": csrf})
-            assert answer.status_code == 409, (name, verb)
-            assert f"awc: schedule {name!r} cannot be used as stored: {why}" in \
-                html.unescape(answer.text)
+        # Resume would plan fires from what cannot fire: 409, naming why.
+        answer = client.post(f"/schedules/{name}/resume", data={"csrf": csrf})
+        assert answer.status_code == 409, name
+        assert f"awc: schedule {name!r} cannot fire: its {why}" in html.unescape(answer.text)
+        # Pausing it is what on-call wants, and harmless.
+        assert client.post(f"/schedules/{name}/pause", data={"csrf": csrf}).status_code == 303
     assert all(not line.startswith("Traceback") for line in console.lines)
-    assert {e["status"] for e in _errors(console, 4)} == {409}
+    assert {e["status"] for e in _errors(console, 2)} == {409}
 
 
 def test_tick_rows_with_infinite_times_show_as_text(conn: psycopg.Connection[Any],

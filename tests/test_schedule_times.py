@@ -145,3 +145,59 @@ def test_a_bad_zone_is_named(bad: str) -> None:
     with pytest.raises(ScheduleError) as caught:
         check_zone(bad)
     assert caught.value.field == "timezone"
+
+
+# -- expressions that never fire, or too rarely for the calendar (SPEC §15) ------------------
+
+
+@pytest.mark.parametrize("never", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *",
+                                   "0 0 */31 * MON#5", "0 0 */31 * MON#2", "0 0 */15 * SUN#4"])
+def test_a_cron_that_never_fires_is_named(never: str) -> None:
+    """Such an expression parses (cronsim refuses some of them itself, older
+    releases none), but it has no fire time: awc says so, naming the cron
+    (a usage error), never "StopIteration"."""
+    with pytest.raises(ScheduleError) as caught:
+        check_cron(never)
+    assert caught.value.field == "cron"
+    assert "never fires" in caught.value.reason or "day-of-month" in caught.value.reason
+
+
+@pytest.mark.parametrize("rare", ["0 0 * 2 MON#5", "0 0 29 2 */7", "0 0 29 2 *"])
+def test_a_rare_cron_is_accepted_and_its_fires_end_with_the_calendar(rare: str) -> None:
+    """A cron that fires once in decades is valid; its stream of fire times
+    ends quietly at the last instant a datetime can hold (year 9999),
+    instead of overflowing."""
+    assert check_cron(rare) == rare
+    start = datetime(9000, 1, 1, tzinfo=UTC)
+    for zone in ("UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        found = list(fires(rare, zone, start))
+        assert found and all(f.month == 2 and f.year <= 9999 for f in
+                             (i.astimezone(ZoneInfo(zone)) for i in found))
+        assert found == sorted(found)
+
+
+# -- only IANA names are zones (SPEC §15) -------------------------------------------------
+
+
+@pytest.mark.parametrize("host_only", [
+    "localtime", "posixrules", "Factory", "posix/Europe/Berlin", "right/UTC", "right/Europe/Paris",
+    "europe/berlin", "EUROPE/BERLIN", "Europe/Berlin/", "/usr/share/zoneinfo/UTC",
+    "Europe/../UTC", "zone.tab", "tzdata.zi", " UTC", "UTC ",
+])
+def test_a_name_only_this_host_resolves_is_not_a_zone(host_only: str) -> None:
+    """Fire times must not depend on the host: a file of the host's zoneinfo
+    tree that is not an IANA zone (the host's own zone, the POSIX default
+    rules, the leap-second `right/` tree, a case-insensitive file system's
+    match) is refused, here and so in every command that takes a zone."""
+    with pytest.raises(ScheduleError) as caught:
+        check_zone(host_only)
+    assert caught.value.field == "timezone"
+    with pytest.raises(ScheduleError):
+        next(fires("0 * * * *", host_only, datetime(2026, 1, 1, tzinfo=UTC)))
+
+
+@pytest.mark.parametrize("iana", ["UTC", "Etc/UTC", "Europe/Berlin", "Europe/Kyiv",
+                                  "America/Argentina/Buenos_Aires", "Etc/GMT+5", "US/Eastern",
+                                  "EST5EDT", "America/Ciudad_Juarez"])
+def test_iana_names_are_zones(iana: str) -> None:
+    assert check_zone(iana).key == iana

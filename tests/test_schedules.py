@@ -152,7 +152,13 @@ def test_a_schedule_of_ten_thousand_minutes_enqueues_at_most_100_a_call(
     [(["--cron", "61 * * * *"], "--cron"), (["--cron", "* * *"], "--cron"),
      (["--cron", "@every5m"], "--cron"), (["--timezone", "Mars/Olympus"], "--timezone"),
      (["--payload", "[1]"], "--payload"), (["--catchup-secs", "-1"], "--catchup-secs"),
-     (["--max-attempts", "0"], "--max-attempts"), (["--missed", "some"], "--missed")],
+     (["--max-attempts", "0"], "--max-attempts"), (["--missed", "some"], "--missed"),
+     # Parse, but never fire (SPEC §15): not "unexpected error: StopIteration".
+     (["--cron", "0 0 31 2 *"], "--cron"), (["--cron", "0 0 */31 * MON#5"], "--cron"),
+     # Files of the host's zoneinfo tree, not IANA names: host-dependent fire times.
+     (["--timezone", "localtime"], "--timezone"), (["--timezone", "posixrules"], "--timezone"),
+     (["--timezone", "posix/Europe/Berlin"], "--timezone"),
+     (["--timezone", "right/UTC"], "--timezone")],
 )
 def test_a_bad_schedule_option_is_a_usage_error_that_writes_nothing(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], args: list[str], option: str
@@ -192,6 +198,47 @@ def test_the_commands_list_next_history_pause_and_remove(
         assert (gone.returncode, gone.stderr) == (1, "awc: schedule 'nightly' does not exist\n")
 
 
+def test_schedules_next_of_a_rare_cron_prints_what_the_calendar_holds(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """SPEC §15: `next` on a cron that fires once in decades (a fifth Monday
+    of February) prints its fires up to year 9999, not an OverflowError."""
+    done = run_awc(awc_env, "schedules", "add", "rare", "--cron", "0 0 * 2 MON#5", "--kind",
+                   "noop", "--timezone", "Pacific/Kiritimati")
+    assert done.returncode == 0, done.stderr
+    done = run_awc(awc_env, "schedules", "next", "rare", "--count", "1000")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    instants = [datetime.fromisoformat(line) for line in done.stdout.split()]
+    assert 100 < len(instants) < 1000 and instants == sorted(instants)
+    assert all((i.month, i.day, i.weekday()) == (2, 29, 0) for i in instants)
+
+
+def test_a_stored_schedule_awc_cannot_fire_is_named_by_the_commands_and_can_be_paused(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A schedule stored before zones were checked (`localtime`), or by plain
+    SQL: `next` and `resume` say which schedule and what is wrong (exit 1,
+    one line); `pause` still works; a tick parks it and fires the others."""
+    conn.execute("INSERT INTO awc.schedules (name, cron, timezone, kind, paused, next_fire_at) "
+                 "VALUES ('host', '0 * * * *', 'localtime', 'report', true, now()), "
+                 "('never', '0 0 */31 * MON#5', 'UTC', 'report', false, now())")
+    for name, field in (("host", "timezone"), ("never", "cron")):
+        for verb in ("next", "resume"):
+            done = run_awc(awc_env, "schedules", verb, name)
+            assert done.returncode == 1 and done.stderr.startswith(
+                f"awc: schedule '{name}' cannot fire: its {field} "), done.stderr
+            assert len(done.stderr.splitlines()) == 1
+    assert run_awc(awc_env, "schedules", "pause", "never").returncode == 0
+    assert conn.execute("SELECT paused, next_fire_at IS NOT NULL FROM awc.schedules "
+                        "WHERE name = 'never'").fetchone() == (True, True)
+    conn.execute("UPDATE awc.schedules SET paused = false")
+    add(conn, every_minute("good"))
+    backdate(conn, "good", 2)
+    assert tick(conn, registry=registry(), max_secs=30).fired == 1
+    assert conn.execute("SELECT name FROM awc.schedules WHERE next_fire_at IS NULL ORDER BY name"
+                        ).fetchall() == [("host",), ("never",)]
+
+
 SCHEDULES_TOML = """
 [schedules.nightly-report]
 cron = "0 3 * * *"
@@ -212,12 +259,15 @@ def test_sync_declares_schedules_idempotently_and_prunes(
     add(conn, Schedule("old", "0 0 * * *", "noop"))
     path = tmp_path / "schedules.toml"
     path.write_text(SCHEDULES_TOML)
-    done = run_awc(awc_env, "schedules", "sync", str(path))
-    assert json.loads(done.stdout) == {"created": 2, "updated": 0, "unchanged": 0, "removed": 0}
+    done = run_awc(awc_env, "schedules", "sync", str(path), "--json")
+    assert json.loads(done.stdout) == {"created": ["hourly", "nightly-report"], "updated": [],
+                                       "unchanged": [], "removed": [], "dry_run": False}
     before = conn.execute("SELECT name, next_fire_at, updated_at FROM awc.schedules ORDER BY name"
                           ).fetchall()
-    again = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
-    assert json.loads(again.stdout) == {"created": 0, "updated": 0, "unchanged": 2, "removed": 1}
+    again = run_awc(awc_env, "schedules", "sync", str(path), "--prune", "--json")
+    assert json.loads(again.stdout) == {"created": [], "updated": [], "removed": ["old"],
+                                        "unchanged": ["hourly", "nightly-report"],
+                                        "dry_run": False}
     after = conn.execute("SELECT name, next_fire_at, updated_at FROM awc.schedules ORDER BY name"
                          ).fetchall()
     assert after == [row for row in before if row[0] != "old"]
@@ -329,3 +379,140 @@ def test_a_schedule_written_past_the_checks_is_parked_and_the_others_fire(
     assert add(conn, Schedule("bad", "0 * * * *", "report")) == "updated"  # same, yet parked
     assert conn.execute("SELECT next_fire_at > now() FROM awc.schedules WHERE name = 'bad'"
                         ).fetchone() == (True,)
+
+
+# -- sync: concurrent deploys, an operator's pause, saying what it did (SPEC §15) -------------
+
+
+def schedules_file(names: list[str], minute: int) -> str:
+    return "".join(f'[schedules.{name}]\ncron = "{minute} * * * *"\nkind = "noop"\n'
+                   f'payload = {{ deploy = {minute} }}\n\n' for name in names)
+
+
+@pytest.mark.timeout(240)
+def test_concurrent_syncs_of_different_files_take_turns_and_all_succeed(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two deploys syncing at once, their files listing the schedules in
+    different orders (and --prune removing what the other just wrote),
+    locked the same rows in different orders: "deadlock detected", exit 1.
+    Now one waits for the other and every run exits 0."""
+    names = [f"s{n:03d}" for n in range(150)]
+    rng = random.Random(14)
+    for round_ in range(3):
+        procs = []
+        for n in range(4):
+            mine = rng.sample(names, k=120 if n % 2 else 150)  # each in its own order
+            path = tmp_path / f"r{round_}-{n}.toml"
+            path.write_text(schedules_file(mine, round_ * 4 + n))
+            procs.append(spawn(awc_env, "schedules", "sync", str(path), "--prune", "--json"))
+        outcomes = [(proc.wait(timeout=120), proc.communicate()) for proc in procs]
+        for code, (out, err) in outcomes:
+            assert code == 0 and err == "", err
+            assert json.loads(out)["dry_run"] is False
+    # The last sync to commit left its file exactly; the ledger of what each
+    # did is consistent: every schedule exists once.
+    count = conn.execute("SELECT count(*), count(DISTINCT payload) FROM awc.schedules"
+                         ).fetchone()
+    assert count[0] in (120, 150) and count[1] == 1
+
+
+def test_sync_keeps_an_operators_pause_unless_the_file_names_paused(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """SPEC §15: `paused` changes only when the file names it. On-call
+    paused a schedule; a deploy syncing a file without the key kept
+    resuming it."""
+    path = tmp_path / "schedules.toml"
+    path.write_text(SCHEDULES_TOML)
+    assert run_awc(awc_env, "schedules", "sync", str(path)).returncode == 0
+    assert run_awc(awc_env, "schedules", "pause", "hourly").returncode == 0
+    paused = conn.execute("SELECT paused, next_fire_at, updated_at FROM awc.schedules "
+                          "WHERE name = 'hourly'").fetchone()
+    done = run_awc(awc_env, "schedules", "sync", str(path))
+    assert done.returncode == 0 and "hourly" not in done.stdout, done.stdout
+    assert done.stdout == "0 created, 0 updated, 2 unchanged, 0 removed\n"
+    assert conn.execute("SELECT paused, next_fire_at, updated_at FROM awc.schedules "
+                        "WHERE name = 'hourly'").fetchone() == paused
+    # An edit of another key keeps the pause too; only `paused` moves it.
+    path.write_text(SCHEDULES_TOML.replace('kind = "noop"', 'kind = "noop2"'))
+    done = run_awc(awc_env, "schedules", "sync", str(path))
+    assert done.stdout.splitlines()[0] == "schedule hourly updated"
+    assert conn.execute("SELECT paused, kind FROM awc.schedules WHERE name = 'hourly'"
+                        ).fetchone() == (True, "noop2")
+    path.write_text(SCHEDULES_TOML.replace('kind = "noop"', 'kind = "noop2"\npaused = false'))
+    assert run_awc(awc_env, "schedules", "sync", str(path)).stdout.startswith(
+        "schedule hourly updated\n")
+    resumed = conn.execute("SELECT paused, next_fire_at > now() FROM awc.schedules "
+                           "WHERE name = 'hourly'").fetchone()
+    assert resumed == (False, True)
+    path.write_text(SCHEDULES_TOML.replace('kind = "noop"', 'kind = "noop2"\npaused = true'))
+    run_awc(awc_env, "schedules", "sync", str(path))
+    assert conn.execute("SELECT paused FROM awc.schedules WHERE name = 'hourly'"
+                        ).fetchone() == (True,)
+    # A new schedule without the key runs.
+    add(conn, Schedule("fresh", "0 0 * * *", "noop"))
+    assert conn.execute("SELECT paused FROM awc.schedules WHERE name = 'fresh'"
+                        ).fetchone() == (False,)
+
+
+def test_sync_names_what_it_does_and_a_dry_run_writes_nothing(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """SPEC §15: `sync --prune` of an empty file removed every schedule and
+    said only counts. It names each schedule it created, updated and
+    removed, and `--dry-run` says the same and writes nothing."""
+    for name in ("a-first", "b-second", "c-third"):
+        add(conn, Schedule(name, "0 0 * * *", "noop"))
+    before = conn.execute("SELECT * FROM awc.schedules ORDER BY name").fetchall()
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    dry = run_awc(awc_env, "schedules", "sync", str(empty), "--prune", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        "schedule a-first would be removed", "schedule b-second would be removed",
+        "schedule c-third would be removed",
+        "0 created, 0 updated, 0 unchanged, 3 removed (dry run: nothing written)"]
+    assert conn.execute("SELECT * FROM awc.schedules ORDER BY name").fetchall() == before
+    path = tmp_path / "s.toml"
+    path.write_text('[schedules.b-second]\ncron = "0 1 * * *"\nkind = "noop"\n'
+                    '[schedules.a-first]\ncron = "0 0 * * *"\nkind = "noop"\n'
+                    '[schedules.d-new]\ncron = "0 0 * * *"\nkind = "noop"\n')
+    as_json = run_awc(awc_env, "schedules", "sync", str(path), "--prune", "--dry-run", "--json")
+    assert json.loads(as_json.stdout) == {
+        "created": ["d-new"], "updated": ["b-second"], "unchanged": ["a-first"],
+        "removed": ["c-third"], "dry_run": True}
+    assert conn.execute("SELECT * FROM awc.schedules ORDER BY name").fetchall() == before
+    done = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
+    assert done.stdout.splitlines() == [
+        "schedule d-new created", "schedule b-second updated", "schedule c-third removed",
+        "1 created, 1 updated, 1 unchanged, 1 removed"]
+    assert [r[0] for r in conn.execute("SELECT name FROM awc.schedules ORDER BY name")] == [
+        "a-first", "b-second", "d-new"]
+    assert sync(conn, [Schedule("x\nschedule a-first removed", "0 0 * * *", "noop")],
+                dry_run=True)["created"] == ["x\nschedule a-first removed"]
+    path.write_text('[schedules."x\\nschedule a-first removed"]\ncron = "0 0 * * *"\n'
+                    'kind = "noop"\n')
+    forged = run_awc(awc_env, "schedules", "sync", str(path), "--dry-run")
+    assert forged.stdout.splitlines()[0] == \
+        'schedule "x\\nschedule a-first removed" would be created'
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    ('cron = "0 0 31 2 *"', "schedules.b.cron"), ('cron = "0 0 */31 * MON#5"', "schedules.b.cron"),
+    ('cron = "@hourly"\ntimezone = "localtime"', "schedules.b.timezone"),
+    ('cron = "@hourly"\ntimezone = "posix/Europe/Berlin"', "schedules.b.timezone"),
+    ('cron = "@hourly"\npaused = "no"', "schedules.b.paused"),
+])
+def test_sync_of_a_schedule_that_cannot_fire_names_it_and_writes_nothing(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path, line: str, named: str
+) -> None:
+    """SPEC §15: a usage error (exit 2) naming the schedule and its key, in a
+    file of many; nothing is written, not even the good schedule."""
+    path = tmp_path / "s.toml"
+    path.write_text(f'[schedules.a]\ncron = "@daily"\nkind = "noop"\n'
+                    f'[schedules.b]\n{line}\nkind = "noop"\n')
+    done = run_awc(awc_env, "schedules", "sync", str(path), "--prune")
+    assert done.returncode == 2 and f"{named}: " in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (0,)

@@ -55,7 +55,8 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--cron", required=True, help="5 fields, or @hourly/@daily/@weekly/@monthly/@yearly.")
 @click.option("--kind", required=True, help="The kind of the jobs it enqueues.")
 @click.option("--payload", default="{}", show_default=True, help="Their payload, a JSON object.")
-@click.option("--timezone", default="UTC", show_default=True, help="An IANA time zone.")
+@click.option("--timezone", default="UTC", show_default=True,
+              help="An IANA time zone name, such as Europe/Berlin (not localtime).")
 @click.option("--queue", default="default", show_default=True)
 @click.option("--priority", type=int, default=0, show_default=True)
 @click.option("--max-attempts", type=int, default=5, show_default=True)
@@ -120,7 +121,9 @@ def schedules_trigger(name: str) -> None:
 @click.argument("name")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
 def schedules_next(name: str, count: int) -> None:
-    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written."""
+    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written.
+
+    Fewer than --count when the calendar ends first (year 9999)."""
     from tick.schedules import next_fires
 
     with operator_connection(load_settings()) as conn:
@@ -148,8 +151,15 @@ def schedules_history(name: str, limit: int, as_json: bool) -> None:
 @schedules_group.command("sync")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--prune", is_flag=True, help="Remove the schedules the file does not name.")
-def schedules_sync(file: Path, prune: bool) -> None:
-    """Declare the [schedules.NAME] tables of a TOML FILE (idempotent)."""
+@click.option("--dry-run", is_flag=True, help="Print what it would do; write nothing.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: the names created, updated, unchanged, removed.")
+def schedules_sync(file: Path, prune: bool, dry_run: bool, as_json: bool) -> None:
+    """Declare the [schedules.NAME] tables of a TOML FILE (idempotent).
+
+    Prints each schedule it created, updated and removed, then the counts.
+    A schedule whose table has no `paused` key keeps its own: an operator's
+    pause survives the deploy. Concurrent syncs take turns."""
     from tick.schedules import ScheduleError, parse_toml, sync
 
     try:
@@ -163,7 +173,21 @@ def schedules_sync(file: Path, prune: bool) -> None:
         raise click.BadParameter(f"{error.field}: {error.reason}", param_hint="FILE") from None
     with operator_connection(load_settings()) as conn:
         try:
-            done = sync(conn, declared, prune=prune)
+            done = sync(conn, declared, prune=prune, dry_run=dry_run)
         except ScheduleError as error:
             raise click.BadParameter(f"{error.field}: {error.reason}", param_hint="FILE") from None
-    click.echo(json.dumps({k: len(v) for k, v in done.items()}, sort_keys=True))
+    if as_json:
+        echo_json({**done, "dry_run": dry_run})
+        return
+    would = "would be " if dry_run else ""
+    for what in ("created", "updated", "removed"):
+        for name in done[what]:
+            click.echo(f"schedule {_shown(name)} {would}{what}")
+    counts = ", ".join(f"{len(done[what])} {what}" for what in done)
+    click.echo(f"{counts}{' (dry run: nothing written)' if dry_run else ''}")
+
+
+def _shown(name: str) -> str:
+    """A schedule name for a terminal: as it is, unless it holds a control
+    character (a line break would forge a line of this report)."""
+    return name if name.isprintable() else json.dumps(name)

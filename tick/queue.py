@@ -107,7 +107,8 @@ class RoundTrip:
     extended: dict[int, float]
     claimed: list[ClaimedRow]
     tail_done: bool = False  # the tail statement returned a row
-    refused: set[int] = field(default_factory=set)  # jobs whose checkpoint the server refused
+    # jobs whose checkpoint the server refused, with why (type: first line)
+    refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
@@ -231,7 +232,9 @@ def record_each(
                 raise
             first = single.first()
             if single.extend or single.checkpoint:
-                done.refused.add(first[0])
+                text = str(error).strip()
+                line = text.splitlines()[0][:200] if text else "no detail"
+                done.refused[first[0]] = f"{type(error).__name__}: {line}"
             else:
                 refused.append((first[0], first[1], error))
             continue

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import struct
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from tick.text import json_value_text
@@ -19,6 +22,26 @@ CHECKPOINT_LIMIT = 1_000_000
 # What a checkpoint asks the coordinator to save: (state JSON, progress).
 Saving = tuple[str, float | None]
 _UNREAD = object()
+
+
+def progress_value(progress: Any) -> float:
+    """`progress` as the `real` column `awc.jobs.progress` holds it (SPEC
+    §17), or `ValueError` naming `progress`. Any real number in [0, 1] is
+    accepted (an int, a float, a Fraction, a Decimal, a numpy float); it is
+    rounded here to single precision, as the column would store it, because
+    PostgreSQL refuses a double that rounds to 0 (1e-50: "underflow") and
+    the refusal would reach the handler as if its state were at fault."""
+    refused = ValueError("checkpoint: progress must be a number in [0, 1], or None")
+    if isinstance(progress, bool) or not isinstance(progress, numbers.Real | Decimal):
+        raise refused
+    try:
+        value = float(progress)
+    except (OverflowError, ValueError, TypeError):
+        raise refused from None
+    if not 0.0 <= value <= 1.0:  # NaN fails this too
+        raise refused
+    single: float = struct.unpack("f", struct.pack("f", value))[0]
+    return single
 
 
 class JobCancelled(Exception):
@@ -141,17 +164,14 @@ class JobContext:
         from it instead of spending an attempt. Raises `LeaseLost` if the job
         is no longer this claim's (nothing is saved), `ValueError` for a
         state or progress that cannot be saved."""
-        if progress is not None and (isinstance(progress, bool)
-                                     or not isinstance(progress, int | float)
-                                     or not 0.0 <= progress <= 1.0):
-            raise ValueError("checkpoint: progress must be a number in [0, 1], or None")
+        saved_progress = None if progress is None else progress_value(progress)
         text, problem = json_value_text(state)
         if text is None:
             raise ValueError(f"checkpoint: the state {problem}")
         if len(text) > CHECKPOINT_LIMIT:
             raise ValueError(f"checkpoint: the state is {len(text)} characters of JSON; "
                              f"at most {CHECKPOINT_LIMIT} may be saved")
-        self._write((text, None if progress is None else float(progress)))
+        self._write((text, saved_progress))
 
     @property
     def saved(self) -> Any:

@@ -250,7 +250,7 @@ class Coordinator:
             job_id = beat.run.row.id
             secs = result.extended.get(job_id)
             beat.deadline = None if secs is None else sent + secs
-            beat.refused = job_id in result.refused
+            beat.refused = result.refused.get(job_id)
             if secs is not None and beat.saving is not None:
                 beat.run.checkpointed = True  # durable before the handler hears so
             beat.done.set()
@@ -339,8 +339,10 @@ class Coordinator:
         self.e.outbox.put(beat)
         if not beat.done.wait(timeout=30):
             return None
-        if beat.refused:
-            raise ValueError("checkpoint: the database refused to save this state")
+        if beat.refused is not None:
+            # Which argument is at fault is the server's to say: progress
+            # and state are both checked before they are sent (SPEC §17).
+            raise ValueError(f"checkpoint: the database refused it ({beat.refused})")
         return beat.deadline
 
     def _queue_heartbeat(self, beat: Heartbeat) -> None:

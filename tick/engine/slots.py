@@ -66,7 +66,7 @@ class Heartbeat:
     saving: tuple[str, float | None] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None  # set by the coordinator before `done`
-    refused: bool = False  # the database refused the checkpoint (not the lease)
+    refused: str | None = None  # why the database refused the checkpoint (not the lease)
 
 
 class SlotPool:

@@ -6,7 +6,7 @@ process. Every tick fires what is due (`firing.py`); fire times come from
     add(conn, Schedule(...)) -> "created" | "updated" | "unchanged"
     remove, pause, resume(conn, name);  trigger(conn, name) -> job id
     next_fires(conn, name, count);  history(conn, name, limit);  listing(conn)
-    sync(conn, schedules, prune=False);  parse_toml(text) -> [Schedule]
+    sync(conn, schedules, prune=False, dry_run=False);  parse_toml(text) -> [Schedule]
 
 Nothing here commits on its own beyond its statements (autocommit
 connections make each one a transaction; `sync` takes one transaction).
@@ -26,15 +26,29 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "add", "history", "listing",
-           "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
+__all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "ScheduleUnusable", "add", "history",
+           "listing", "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
 
 NAME_LIMIT = 200
+# pg_advisory_xact_lock key of `sync`: 'awc' 'syn' in ASCII.
+SYNC_LOCK_KEY = 0x617763_73796E
 CATCHUP_MAX = 100 * 365 * 86400  # a century, as every other duration (SPEC §2)
 
 
 class ScheduleNotFound(AwcError):
     """A command named a schedule that does not exist (exit 1)."""
+
+
+class ScheduleUnusable(AwcError):
+    """A stored schedule whose cron or time zone awc cannot use: written by
+    plain SQL past the checks of `add`, or before a check existed (a zone
+    such as `localtime`). Firing parks it; a command that needs its fire
+    times says so (exit 1) until an add or sync replaces it."""
+
+
+def _unusable(name: str, error: ScheduleError) -> ScheduleUnusable:
+    return ScheduleUnusable(f"schedule {name[:200]!r} cannot fire: its {error.field} "
+                            f"{error.reason}; replace it with `awc schedules add` or sync")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +138,14 @@ def resume(conn: psycopg.Connection[Any], name: str) -> None:
 
 def _set_paused(conn: psycopg.Connection[Any], name: str, paused: bool) -> None:
     _, cron, timezone, _ = _existing(conn, name)
+    following = None  # a pause needs no fire time, so a broken schedule can be paused
+    if not paused:
+        try:
+            following = next_fire(cron, timezone, _now())
+        except ScheduleError as error:
+            raise _unusable(name, error) from None
     conn.execute(sql("pause_schedule"), {"name": name, "paused": paused,
-                                         "next_fire_at": next_fire(cron, timezone, _now())})
+                                         "next_fire_at": following})
 
 
 def trigger(conn: psycopg.Connection[Any], name: str) -> int:
@@ -138,11 +158,22 @@ def trigger(conn: psycopg.Connection[Any], name: str) -> int:
 
 def next_fires(conn: psycopg.Connection[Any], name: str, count: int = 5) -> list[datetime]:
     """The next `count` fire instants, in the schedule's time zone (so with
-    its UTC offset), computed; nothing is written."""
+    its UTC offset), computed; nothing is written. Fewer when the calendar
+    ends first (a cron that fires once in decades, year 9999)."""
     _, cron, timezone, _ = _existing(conn, name)
-    zone = check_zone(timezone)
-    stream = fires(cron, timezone, _now())
-    return [next(stream).astimezone(zone) for _ in range(count)]
+    found: list[datetime] = []
+    try:
+        check_cron(cron)
+        zone = check_zone(timezone)
+        for instant in fires(cron, timezone, _now()):
+            found.append(instant.astimezone(zone))
+            if len(found) == count:
+                break
+    except ScheduleError as error:
+        raise _unusable(name, error) from None
+    except OverflowError:
+        pass  # the zone's wall time of the last instant is past year 9999
+    return found
 
 
 def history(conn: psycopg.Connection[Any], name: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -160,22 +191,32 @@ def listing(conn: psycopg.Connection[Any], limit: int = 10_000) -> list[dict[str
     return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
 
 
-def sync(conn: psycopg.Connection[Any], schedules: list[Schedule],
-         *, prune: bool = False) -> dict[str, list[str]]:
+def sync(conn: psycopg.Connection[Any], schedules: list[Schedule], *, prune: bool = False,
+         dry_run: bool = False) -> dict[str, list[str]]:
     """Declare `schedules` in one transaction: each is created, updated or
-    left unchanged; with `prune`, every other schedule is removed. All are
-    checked first, so a bad one writes nothing."""
-    checked = [s.checked() for s in schedules]
+    left unchanged; with `prune`, every other schedule is removed. The names
+    of each, sorted, by what was done. All are checked first, so a bad one
+    writes nothing. A schedule that does not set `paused` keeps its own (an
+    operator's pause survives a deploy). With `dry_run`, the same answer and
+    nothing written.
+
+    Concurrent syncs take turns (an advisory lock): both succeed."""
+    import psycopg
+
+    checked = sorted((s.checked() for s in schedules), key=lambda s: s.name)
     names = [s.name for s in checked]
     if len(set(names)) != len(names):
         raise ScheduleError("name", "appears twice")
     done: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": [], "removed": []}
-    with conn.transaction():
+    with conn.transaction() as tx:
+        conn.execute(sql("lock_schedule_sync"), {"key": SYNC_LOCK_KEY})
         for s in checked:
             done[add(conn, s)].append(s.name)
         if prune:
             removed = conn.execute(sql("delete_schedules_except"), {"keep": names}).fetchall()
             done["removed"] = sorted(r[0] for r in removed)
+        if dry_run:
+            raise psycopg.Rollback(tx)  # the answer is known; nothing is kept
     return done
 
 
@@ -199,15 +240,19 @@ def parse_toml(text: str) -> list[Schedule]:
         raise ScheduleError("schedules", "must be a table of [schedules.NAME] tables")
     out = []
     for name, table in tables.items():
+        where = f"schedules.{name}" if name.isprintable() else f"schedules.{name!r}"
         if not isinstance(table, dict):
-            raise ScheduleError(f"schedules.{name}", "must be a table")
+            raise ScheduleError(where, "must be a table")
         bad = set(table) - _KEYS
         if bad:
-            raise ScheduleError(f"schedules.{name}", f"unknown key {sorted(bad)[0]!r}")
+            raise ScheduleError(where, f"unknown key {sorted(bad)[0]!r}")
         for key in ("cron", "kind"):
             if key not in table:
-                raise ScheduleError(f"schedules.{name}", f"needs {key!r}")
-        declared = dict(table)
-        declared.setdefault("paused", False)  # a declared schedule says whether it runs
-        out.append(Schedule(name=name, **declared).checked())
+                raise ScheduleError(where, f"needs {key!r}")
+        try:
+            # No `paused` key: the schedule keeps what it has (new: not
+            # paused), so a deploy never resumes what on-call paused (SPEC §15).
+            out.append(Schedule(name=name, **table).checked())
+        except ScheduleError as error:  # which schedule, in a file of many
+            raise ScheduleError(f"{where[:220]}.{error.field}", error.reason) from None
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from zoneinfo import ZoneInfo
 
 ALIASES = {
@@ -52,22 +53,56 @@ def check_cron(expression: str) -> str:
     if len(text) > 200 or len(text.split(" ")) != 5:
         raise ScheduleError("cron", "must have 5 fields (minute hour day month weekday)")
     try:
-        CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
+        sim = CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
     except (CronSimError, ValueError) as error:
         raise ScheduleError("cron", f"is not a valid expression ({error})") from None
+    # An expression can parse and still name no date at all (day 1 and the
+    # fifth Monday; day 31 of February with an older cronsim). cronsim then
+    # gives up after 50 years with StopIteration. The rarest real schedules
+    # (February 29 on a given weekday) fire at least every 40 years, and the
+    # calendar repeats every 400, so one search from any start decides.
+    try:
+        next(sim)
+    except StopIteration:
+        raise ScheduleError("cron", "never fires: no date matches its day, month and "
+                                    "weekday fields") from None
     return text
+
+
+@cache
+def iana_names() -> frozenset[str]:
+    """Every IANA time zone name (zones and their links), as the `tzdata`
+    package lists them: the same list on every host.
+
+    Not what `ZoneInfo` can open, nor `zoneinfo.available_timezones()`:
+    those are the files of this host's zoneinfo tree, which also holds
+    `localtime` (the host's own zone), `posixrules`, the `posix/` and
+    leap-second `right/` copies, and on a case-insensitive file system
+    every spelling of a name. A schedule in one of those fires at times
+    that depend on the host it is computed on (SPEC §15: IANA names only).
+    `Factory` is IANA's placeholder for a host whose zone is not set."""
+    from importlib import resources
+
+    try:
+        listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    except (ImportError, OSError):
+        raise ScheduleError("timezone", "cannot be checked: the tzdata package, a "
+                                        "dependency of awc, is not installed") from None
+    return frozenset(listed.split()) - {"Factory"}
 
 
 def check_zone(name: str) -> ZoneInfo:
     """The IANA zone `name`; a `ScheduleError("timezone", …)` otherwise."""
     from zoneinfo import ZoneInfoNotFoundError
 
-    if not isinstance(name, str) or not name or len(name) > 100 or "\x00" in name:
-        raise ScheduleError("timezone", "is not an IANA time zone name")
+    if not isinstance(name, str) or name not in iana_names():
+        raise ScheduleError("timezone", "is not an IANA time zone name (such as UTC or "
+                                        "Europe/Berlin)")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ScheduleError("timezone", "is not an IANA time zone name") from None
+        raise ScheduleError("timezone", "is an IANA name this host has no data for "
+                                        "(install the tzdata package)") from None
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
@@ -86,17 +121,29 @@ def _latest_wall(instant: datetime, zone: ZoneInfo) -> datetime:
 
 def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]:
     """The fire instants strictly after `after` (an aware datetime), in
-    order, as UTC datetimes; each wall time at most once."""
-    from cronsim import CronSim
+    order, as UTC datetimes; each wall time at most once. The stream ends
+    where the calendar does (year 9999), and at once for an expression that
+    never fires (one written past `check_cron`)."""
+    from cronsim import CronSim, CronSimError
 
     zone = check_zone(timezone)
     cron = ALIASES.get(expression, expression)
     # The latest wall time any instant up to `after` showed: a repeated wall
     # time at or below it has fired already (or was due then).
     seen = _latest_wall(after, zone)
-    for candidate in CronSim(cron, after.astimezone(zone)):
-        wall = candidate.replace(tzinfo=None)
-        instant = candidate.astimezone(UTC)
+    try:
+        sim = CronSim(cron, after.astimezone(zone))
+    except (CronSimError, ValueError, TypeError) as error:
+        # A stored expression written past `check_cron` (plain SQL): named,
+        # never a failure inside the cron arithmetic.
+        raise ScheduleError("cron", f"is not a valid expression ({error})") from None
+    while True:
+        try:
+            candidate = next(sim)
+            wall = candidate.replace(tzinfo=None)
+            instant = candidate.astimezone(UTC)
+        except (StopIteration, OverflowError):
+            return  # no fire for 50 years (cronsim gives up), or past year 9999
         if instant <= after or wall <= seen:
             continue  # the clock went back: this wall time came before
         seen = wall
@@ -104,8 +151,11 @@ def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]
 
 
 def next_fire(expression: str, timezone: str, after: datetime) -> datetime:
-    """The first fire instant strictly after `after`."""
-    return next(fires(expression, timezone, after))
+    """The first fire instant strictly after `after`; `ScheduleError("cron",
+    …)` when there is none."""
+    for instant in fires(expression, timezone, after):
+        return instant
+    raise ScheduleError("cron", "never fires again")
 
 
 def due_fires(expression: str, timezone: str, since: datetime, now: datetime,
@@ -119,5 +169,7 @@ def due_fires(expression: str, timezone: str, since: datetime, now: datetime,
             return found, instant
         found.append(instant)
         if len(found) == limit:
-            return found, next(stream)
-    raise AssertionError("a cron stream never ends")  # pragma: no cover
+            break
+    for instant in stream:
+        return found, instant
+    raise ScheduleError("cron", "never fires again")  # firing parks such a schedule

@@ -55,17 +55,11 @@ def schedule(conn: psycopg.Connection[Any], action: str, name: str) -> int | Non
     """Pause, resume or trigger a schedule; trigger returns the job's id.
     A missing schedule is a `ScheduleNotFound`."""
     from tick import schedules
-    from tick.schedules.times import check_cron, check_zone
 
     with conn.transaction():
         job = None
-        row = conn.execute(sql("schedule_row"), {"name": name}).fetchone()
-        if row is not None and action != "trigger":
-            # Pause and resume plan the next fire from the stored cron and
-            # time zone: one written past `add`'s checks is a ScheduleError
-            # naming it, not a failure inside the cron arithmetic.
-            check_cron(row[1])
-            check_zone(row[2])
+        # A schedule stored past `add`'s checks can still be paused; resume
+        # refuses it by name (`ScheduleUnusable`, SPEC §15).
         if action == "pause":
             schedules.pause(conn, name)
         elif action == "resume":

@@ -49,13 +49,13 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
     a database that does not answer a 503, never a traceback."""
     import psycopg
 
-    from tick.schedules import ScheduleError, ScheduleNotFound
+    from tick.schedules import ScheduleError, ScheduleNotFound, ScheduleUnusable
 
     try:
         return call()
     except BadInput as error:
         return console.problem(request, 400, f"awc: {error}")
-    except (JobStateError, ScheduleNotFound) as error:
+    except (JobStateError, ScheduleNotFound, ScheduleUnusable) as error:
         missing = "does not exist" in str(error)
         return console.problem(request, 404 if missing else 409, f"awc: {error}")
     except ScheduleError as error:

@@ -167,8 +167,7 @@ def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     """One schedule with its next fires and its ledger; None when absent.
     A schedule whose stored cron or time zone cannot be used (written past
     `add`'s checks, parked by firing) has no next fires and says why."""
-    from tick.schedules import ScheduleError, ScheduleNotFound, history, next_fires
-    from tick.schedules.times import check_cron, check_zone
+    from tick.schedules import ScheduleNotFound, ScheduleUnusable, history, next_fires
 
     row = _rows(conn.execute(sql("console_schedule"), {"name": name}))
     if not row:
@@ -176,12 +175,8 @@ def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     unusable = None
     try:
         try:
-            # What `add` checks, so a stored value it would refuse is named
-            # here rather than failing inside the cron arithmetic.
-            check_cron(row[0]["cron"])
-            check_zone(row[0]["timezone"])
             upcoming = next_fires(conn, name, 5)
-        except ScheduleError as error:
+        except ScheduleUnusable as error:  # parked: its cron or zone cannot fire (SPEC §15)
             upcoming, unusable = [], str(error)
         ledger = history(conn, name, PAGE)
     except ScheduleNotFound:

@@ -3,7 +3,7 @@
 -- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
 -- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
 -- never longer than %(cap)s, the time left before the tick's deadline (§6).
-WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them, step 2 claimed them
+WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; with none, this claims
     SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
                AS kinds,
            (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
@@ -19,8 +19,8 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them, step 2 claimed 
           AND run_at <= now()
           AND queue = %(queue)s
           AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
-          AND kind <> ALL ((SELECT kinds FROM limited)::text[])
-          AND queue <> ALL ((SELECT queues FROM limited)::text[])
+          -- Any limit: step 2 claimed in priority order across every lane.
+          AND (SELECT cardinality(kinds) + cardinality(queues) = 0 FROM limited)
         ORDER BY priority DESC, run_at, id
         LIMIT cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited)
         FOR UPDATE SKIP LOCKED

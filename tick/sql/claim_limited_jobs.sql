@@ -59,10 +59,12 @@ WITH RECURSIVE stamp AS MATERIALIZED (
       AND (%(queues)s::text[] IS NULL OR l.queue = ANY (%(queues)s::text[]))
 ), room AS MATERIALIZED (  -- the held limits of those lanes, and each one's room
     SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
-        coalesce(l.max_running - (
-            SELECT count(*) FROM awc.jobs AS r
-            WHERE r.locked_until > s.at AND r.state = 'RUNNING'
-              AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name), 2147483647),
+        coalesce(l.max_running - (  -- counted up to max_running: past it, no room
+            SELECT count(*) FROM (
+                SELECT 1 FROM awc.jobs AS r
+                WHERE r.locked_until > s.at AND r.state = 'RUNNING'
+                  AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
+                LIMIT coalesce(l.max_running, 0)) AS running), 2147483647),
         coalesce(l.rate - (
             SELECT count(*) FROM awc.limit_claims AS c
             WHERE c.scope = l.scope AND c.name = l.name
@@ -162,6 +164,23 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     USING room AS h
     WHERE h.rate IS NOT NULL AND c.scope = h.scope AND c.name = h.name
       AND c.at <= (SELECT at FROM stamp) - make_interval(secs => h.per_secs)
+), held AS MATERIALIZED (  -- what the last row says (below), worked out once
+    SELECT EXISTS (
+        SELECT 1
+        FROM mine AS m
+        CROSS JOIN stamp AS s
+        LEFT JOIN chosen AS c
+            ON c.kind = m.kind AND c.queue = m.queue AND c.priority = m.priority
+        WHERE (m.kind = ANY (s.limited_kinds) OR m.queue = ANY (s.limited_queues))
+          AND NOT EXISTS (SELECT 1 FROM paused AS z
+                          WHERE (z.scope = 'kind' AND z.name = m.kind)
+                             OR (z.scope = 'queue' AND z.name = m.queue))
+          AND (SELECT count(*) FROM (
+                   SELECT 1 FROM awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND j.kind = m.kind AND j.queue = m.queue
+                     AND j.priority = m.priority AND j.run_at <= now()
+                   LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
+    ) AS held_back
 )
 -- The claimed jobs, then one row more (id null) that says whether ready jobs
 -- of a limited kind or queue were held back, so the tick is not drained
@@ -178,22 +197,5 @@ FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),
            set_config('awc.held_back', b.held_back::text, true)
-    FROM (
-        SELECT EXISTS (
-            SELECT 1
-            FROM mine AS m
-            CROSS JOIN stamp AS s
-            LEFT JOIN chosen AS c
-                ON c.kind = m.kind AND c.queue = m.queue AND c.priority = m.priority
-            WHERE (m.kind = ANY (s.limited_kinds) OR m.queue = ANY (s.limited_queues))
-              AND NOT EXISTS (SELECT 1 FROM paused AS z
-                              WHERE (z.scope = 'kind' AND z.name = m.kind)
-                                 OR (z.scope = 'queue' AND z.name = m.queue))
-              AND (SELECT count(*) FROM (
-                       SELECT 1 FROM awc.jobs AS j
-                       WHERE j.state = 'PENDING' AND j.kind = m.kind AND j.queue = m.queue
-                         AND j.priority = m.priority AND j.run_at <= now()
-                       LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
-        ) AS held_back
-    ) AS b
+    FROM held AS b
 ) AS h

@@ -159,7 +159,8 @@ def test_the_limits_page_counts_what_it_shows_whatever_the_backlog(
         conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) VALUES "
                      "('kind', 'held', 0, NULL, NULL), ('queue', 'hq', 0, NULL, NULL), "
                      "('kind', 'noop', NULL, 1, 3600), ('queue', 'q2', 0, NULL, NULL)")
-        conn.execute("INSERT INTO awc.limit_claims (scope, name, at) VALUES ('kind', 'noop', now())")
+        conn.execute("INSERT INTO awc.limit_claims (scope, name, at) "
+                     "VALUES ('kind', 'noop', now())")
         row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("list_limits"),
                            {"cap": CAP + 1}).fetchone()
         assert row is not None

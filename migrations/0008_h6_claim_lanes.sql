@@ -4,7 +4,8 @@
 -- "run_at <= now()" a range of this index, so a paused or saturated kind or
 -- queue is a lane the claim never opens: its backlog costs other work
 -- nothing, whatever its size. It replaces jobs_ready_kind_idx (kind leading,
--- it still finds a kind's jobs).
+-- it still finds a kind's jobs). Building it reads the whole table once,
+-- holding off writes meanwhile, as 0003 did.
 DROP INDEX awc.jobs_ready_kind_idx;
 
 CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)

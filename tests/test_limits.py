@@ -232,12 +232,14 @@ def test_a_limit_that_does_not_bind_never_lets_its_jobs_jump_ahead_of_higher_pri
 def test_a_binding_limit_holds_back_only_its_own_jobs_in_priority_order(
     conn: psycopg.Connection[Any]
 ) -> None:
-    """SPEC §18: a limit with room for 2 takes its 2 highest-priority jobs, in
-    their place among the others; the rest of the claim keeps priority order."""
+    """SPEC §18: a limit with room for 2 takes its 2 highest-priority jobs, each
+    in its place among the others; the rest of its jobs wait, and the rest of
+    the claim keeps priority order."""
     from tick.limits import Limit, set_limit
 
     set_limit(conn, Limit("kind", "capped", max_running=2))
-    enqueue_many(conn, [{"kind": "capped", "priority": 9}] * 4 + [{"kind": "noop", "priority": 5}]
-                 + [{"kind": "capped", "priority": 1}] + [{"kind": "noop", "priority": 0}] * 3)
-    assert claim_kinds(conn, 5) == ["capped", "capped", "noop", "noop", "noop"]
-    assert claim_kinds(conn, 5) == ["noop"]
+    enqueue_many(conn, [{"kind": "capped", "priority": 9}, {"kind": "noop", "priority": 5}]
+                 + [{"kind": "capped", "priority": 1}] * 3 + [{"kind": "noop", "priority": 0}])
+    assert claim_kinds(conn, 5) == ["capped", "noop", "capped", "noop"]
+    assert claim_kinds(conn, 5) == []
+    assert state_counts(conn, "capped") == {"RUNNING": 2, "PENDING": 2}

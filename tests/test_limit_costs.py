@@ -59,6 +59,13 @@ HOLDS = {
     "kind-with-room-for-5": [("kind", "held", 5, None)],
     "paused-kind-and-a-queue-limit": [("kind", "held", 0, None), ("queue", "q2", 1000, 1000)],
 }
+# Limits that cannot bind in a claim of SLOTS jobs (room for every slot).
+NEVER_BINDING = {
+    "its-own-kind": [("kind", "held", 1000, None)],
+    "its-own-queue": [("queue", "hq", 1000, None)],
+    "another-kind": [("kind", "noop", 1000, None)],
+    "kind-and-queue": [("kind", "held", 1000, None), ("queue", "q2", 1000, None)],
+}
 LANES = {
     "all": {"kinds": None, "queues": None, "queue": None},
     "kinds": {"kinds": ["held", "noop"], "queues": None, "queue": None},
@@ -88,7 +95,7 @@ def claim_plans(url: str, hold: str, lane: str) -> tuple[list[Any], list[str]]:
         for explain in (True, False):
             with psycopg.connect(url) as conn:
                 if other is None:
-                    for scope, target, most, rate in HOLDS[hold]:
+                    for scope, target, most, rate in {**HOLDS, **NEVER_BINDING}[hold]:
                         conn.execute(
                             "INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
                             "VALUES (%s, %s, %s, %s, %s)",
@@ -174,3 +181,17 @@ def test_the_limits_page_counts_what_it_shows_whatever_the_backlog(
     assert read <= 2 * (CAP + 1) + 600 + 300 + 4 * 10, read
     assert shown == {("kind", "held"): CAP + 1, ("queue", "hq"): CAP + 1,
                      ("kind", "noop"): 600, ("queue", "q2"): 300}
+
+
+@pytest.mark.parametrize("lane", sorted(LANES))
+@pytest.mark.parametrize("limits", sorted(NEVER_BINDING))
+def test_a_limit_that_cannot_bind_leaves_the_claim_its_one_ordered_walk(
+    backlog: str, limits: str, lane: str
+) -> None:
+    """SPEC §18: a limit costs nothing while it cannot bind: each limit the
+    claim reaches has room for every slot, so the claim is the usual ordered
+    walk (no lane is read), in priority order: the backlog's jobs first."""
+    plans, kinds = claim_plans(backlog, limits, lane)
+    read = sum(read_from_jobs(plan) for plan in plans)
+    assert read <= 2 * SLOTS + 20, (read, [json.dumps(p) for p in plans])
+    assert kinds == ["held"] * SLOTS

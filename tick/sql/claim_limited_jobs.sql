@@ -22,7 +22,8 @@
 -- window looking back sees every claim before it. A job whose kind and queue
 -- are both limited needs both held and fits both rooms (counted
 -- conservatively: never more, sometimes fewer). With no limit rows this reads
--- nothing and step 3 (the usual claim, one ordered walk) claims.
+-- nothing and step 3 (the usual claim, one ordered walk) claims; so it does
+-- when no limit can bind in this claim (the gate below).
 WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT clock_timestamp() AS at, s.held_kinds, s.held_queues, s.limited_kinds,
            s.limited_queues,
@@ -36,12 +37,48 @@ WITH RECURSIVE stamp AS MATERIALIZED (
             AS limited_kinds,
         (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
             AS limited_queues) AS s
+), relevant AS MATERIALIZED (
+    -- The limits this claim's filters reach whose kind or queue has PENDING
+    -- jobs: one probe of its index each.
+    SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs
+    FROM awc.limits AS l
+    WHERE (l.scope = 'kind' AND (%(kinds)s::text[] IS NULL OR l.name = ANY (%(kinds)s::text[]))
+           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.kind = l.name))
+       OR (l.scope = 'queue' AND (%(queues)s::text[] IS NULL OR l.name = ANY (%(queues)s::text[]))
+           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.queue = l.name))
+), room AS MATERIALIZED (  -- the held ones, and each one's room (at most the slots)
+    SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
+        coalesce(l.max_running - (  -- counted up to max_running: past it, no room
+            SELECT count(*) FROM (
+                SELECT 1 FROM awc.jobs AS r
+                WHERE r.locked_until > s.at AND r.state = 'RUNNING'
+                  AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
+                LIMIT coalesce(l.max_running, 0)) AS running), 2147483647),
+        coalesce(l.rate - (
+            SELECT count(*) FROM awc.limit_claims AS c
+            WHERE c.scope = l.scope AND c.name = l.name
+              AND c.at > s.at - make_interval(secs => l.per_secs)), 2147483647),
+        cardinality(%(slots)s::text[])), 0) AS room
+    FROM relevant AS l, stamp AS s
+    WHERE (l.scope = 'kind' AND l.name = ANY (s.held_kinds))
+       OR (l.scope = 'queue' AND l.name = ANY (s.held_queues))
+), gate AS MATERIALIZED (
+    -- No limit can bind in this claim: each one it reaches is held, counts
+    -- running jobs only (a rate logs its claims, below) and has room for
+    -- every slot. Then nothing is held back, and step 3's one ordered walk
+    -- claims, in priority order, at its usual cost.
+    SELECT s.limited AND NOT EXISTS (
+               SELECT 1 FROM relevant AS v
+               LEFT JOIN room AS r ON r.scope = v.scope AND r.name = v.name
+               WHERE r.name IS NULL OR v.rate IS NOT NULL
+                  OR r.room < cardinality(%(slots)s::text[])) AS walk
+    FROM stamp AS s
 ), lanes AS (
     -- Every lane with PENDING jobs, ready or not: a loose scan, one probe of
     -- jobs_ready_lane_idx per lane, however many jobs each holds.
     (SELECT j.kind, j.queue, j.priority
      FROM awc.jobs AS j
-     WHERE j.state = 'PENDING' AND (SELECT limited FROM stamp)
+     WHERE j.state = 'PENDING' AND NOT (SELECT walk FROM gate) AND (SELECT limited FROM stamp)
      ORDER BY j.kind, j.queue, j.priority
      LIMIT 1)
     UNION ALL
@@ -57,24 +94,6 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM lanes AS l
     WHERE (%(kinds)s::text[] IS NULL OR l.kind = ANY (%(kinds)s::text[]))
       AND (%(queues)s::text[] IS NULL OR l.queue = ANY (%(queues)s::text[]))
-), room AS MATERIALIZED (  -- the held limits of those lanes, and each one's room
-    SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
-        coalesce(l.max_running - (  -- counted up to max_running: past it, no room
-            SELECT count(*) FROM (
-                SELECT 1 FROM awc.jobs AS r
-                WHERE r.locked_until > s.at AND r.state = 'RUNNING'
-                  AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
-                LIMIT coalesce(l.max_running, 0)) AS running), 2147483647),
-        coalesce(l.rate - (
-            SELECT count(*) FROM awc.limit_claims AS c
-            WHERE c.scope = l.scope AND c.name = l.name
-              AND c.at > s.at - make_interval(secs => l.per_secs)), 2147483647),
-        cardinality(%(slots)s::text[])), 0) AS room
-    FROM awc.limits AS l, stamp AS s
-    WHERE ((l.scope = 'kind' AND l.name = ANY (s.held_kinds))
-           OR (l.scope = 'queue' AND l.name = ANY (s.held_queues)))
-      AND EXISTS (SELECT 1 FROM mine AS m
-                  WHERE l.name = CASE l.scope WHEN 'kind' THEN m.kind ELSE m.queue END)
 ), open AS MATERIALIZED (
     -- A lane is open unless a limit of its kind or queue is not held (another
     -- claimer has it this round); its cap is the smallest room that applies.
@@ -196,6 +215,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.held_back
 FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),
-           set_config('awc.held_back', b.held_back::text, true)
+           set_config('awc.held_back', b.held_back::text, true),
+           set_config('awc.walk', (SELECT walk FROM gate)::text, true)
     FROM held AS b
 ) AS h

@@ -44,7 +44,7 @@ CREATE TABLE awc.jobs (
 CREATE INDEX jobs_ready_idx ON awc.jobs (priority DESC, run_at, id) WHERE state = 'PENDING';
 CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, priority DESC, run_at, id)
     WHERE state = 'PENDING';
-CREATE INDEX jobs_ready_kind_idx ON awc.jobs (kind, priority DESC, run_at, id)
+CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
     WHERE state = 'PENDING';
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)

@@ -178,3 +178,68 @@ def test_the_held_back_gauge_follows_each_limit(conn: psycopg.Connection[Any]) -
     metrics.sample_queue(conn)
     assert 'awc_limit_held_back_jobs{name="timed",scope="kind"} 0.0' \
         in metrics.exposition().decode()
+
+
+def claim_kinds(conn: psycopg.Connection[Any], slots: int, **narrow: Any) -> list[str]:
+    """The kinds one claim of `slots` slots takes, in the order it gives them slots."""
+    from tick.queue import ClaimRequest, Writes, round_trip
+
+    request = ClaimRequest(slots=[f"w-{n}" for n in range(slots)], lease_secs=60, cap_secs=60,
+                           leases_json="{}", kinds=narrow.get("kinds"),
+                           queues=narrow.get("queues"))
+    rows = round_trip(conn, Writes(), request).claimed
+    return [row.kind for row in sorted(rows, key=lambda row: int(row.slot.split("-")[1]))]
+
+
+NEVER_BINDING = [
+    pytest.param([("kind", "low", 1000, None)], id="kind-max-running"),
+    pytest.param([("kind", "low", None, 1000)], id="kind-rate"),
+    pytest.param([("queue", "lq", 1000, None)], id="queue-max-running"),
+    pytest.param([("kind", "low", 1000, 1000), ("queue", "lq", 1000, None)], id="kind-and-queue"),
+    pytest.param([("kind", "high", 1000, None)], id="the-higher-kind"),
+    pytest.param([("kind", "elsewhere", 1000, None)], id="another-kind"),
+]
+
+
+@pytest.mark.parametrize("limits", NEVER_BINDING)
+@pytest.mark.parametrize("narrow", [{}, {"queues": ["lq", "hq"]}, {"queues": ["lq"]},
+                                    {"kinds": ["low", "high"]}],
+                         ids=["all", "queues", "queue", "kinds"])
+def test_a_limit_that_does_not_bind_never_lets_its_jobs_jump_ahead_of_higher_priority(
+    conn: psycopg.Connection[Any], limits: list[tuple[str, str, int | None, int | None]],
+    narrow: dict[str, list[str]],
+) -> None:
+    """SPEC §4.1 (higher priority runs first) across limited and unlimited
+    work, SPEC §18 (a limit only holds jobs back): whichever kind or queue a
+    limit names, a claim takes jobs in priority order, then oldest first."""
+    from tick.limits import Limit, set_limit
+
+    for scope, name, most, rate in limits:
+        set_limit(conn, Limit(scope, name, max_running=most, rate=rate,
+                              per_secs=None if rate is None else 1))
+    one_lane = narrow.get("queues") == ["lq"]
+    enqueue_many(conn, [{"kind": "low", "queue": "lq", "priority": 0}] * 3
+                 + [{"kind": "high", "queue": "lq" if one_lane else "hq", "priority": 5}] * 2
+                 + [{"kind": "low", "queue": "lq", "priority": 1}])
+    assert claim_kinds(conn, 1, **narrow) == ["high"]
+    assert claim_kinds(conn, 2, **narrow) == ["high", "low"]
+    # The low kind's priority-1 job first, then its older priority-0 ones.
+    assert conn.execute("SELECT priority FROM awc.jobs WHERE state = 'RUNNING' "
+                        "AND kind = 'low'").fetchall() == [(1,)]
+    assert claim_kinds(conn, 8, **narrow) == ["low"] * 3
+
+
+def test_a_binding_limit_holds_back_only_its_own_jobs_in_priority_order(
+    conn: psycopg.Connection[Any]
+) -> None:
+    """SPEC §18: a limit with room for 2 takes its 2 highest-priority jobs, each
+    in its place among the others; the rest of its jobs wait, and the rest of
+    the claim keeps priority order."""
+    from tick.limits import Limit, set_limit
+
+    set_limit(conn, Limit("kind", "capped", max_running=2))
+    enqueue_many(conn, [{"kind": "capped", "priority": 9}, {"kind": "noop", "priority": 5}]
+                 + [{"kind": "capped", "priority": 1}] * 3 + [{"kind": "noop", "priority": 0}])
+    assert claim_kinds(conn, 5) == ["capped", "noop", "capped", "noop"]
+    assert claim_kinds(conn, 5) == []
+    assert state_counts(conn, "capped") == {"RUNNING": 2, "PENDING": 2}

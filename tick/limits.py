@@ -17,6 +17,11 @@ from tick.text import text_refusal
 if TYPE_CHECKING:
     import psycopg
 
+# How far `list_limits` counts the jobs a limit holds back by default: the
+# CLI and the gauge (README: "at most 100,000 counted"). The console passes
+# its own display cap (SPEC §19).
+COUNT_CAP = 100_000
+
 LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "running",
                 "window_claims", "held_back")
 
@@ -94,7 +99,8 @@ def clear_limit(conn: psycopg.Connection[Any], scope: str, name: str) -> bool:
     return conn.execute(sql("delete_limit"), {"scope": scope, "name": name}).fetchone() is not None
 
 
-def list_limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-    """Every limit with its use now: `running`, `window_claims`, `held_back`."""
-    rows = conn.execute(sql("list_limits")).fetchall()
+def list_limits(conn: psycopg.Connection[Any], cap: int = COUNT_CAP) -> list[dict[str, Any]]:
+    """Every limit with its use now: `running`, `window_claims`, `held_back`,
+    the counts stopping at `cap` (`running` at the limit, if that is more)."""
+    rows = conn.execute(sql("list_limits"), {"cap": cap}).fetchall()
     return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]

@@ -3,13 +3,15 @@
 -- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
 -- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
 -- never longer than %(cap)s, the time left before the tick's deadline (§6).
-WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them, step 2 claimed them
+WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if this claims
     SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
                AS kinds,
            (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
                AS queues,
            (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
-               AS claimed
+               AS claimed,
+           (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
+               AS walk
 ), ready AS (
     SELECT id, row_number() OVER () AS n
     FROM (
@@ -19,8 +21,8 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them, step 2 claimed 
           AND run_at <= now()
           AND queue = ANY (%(queues)s::text[])
           AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
-          AND kind <> ALL ((SELECT kinds FROM limited)::text[])
-          AND queue <> ALL ((SELECT queues FROM limited)::text[])
+          -- A limit that may bind: step 2 claimed, in priority order, by lane.
+          AND (SELECT cardinality(kinds) + cardinality(queues) = 0 OR walk FROM limited)
         ORDER BY priority DESC, run_at, id
         LIMIT cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited)
         FOR UPDATE SKIP LOCKED

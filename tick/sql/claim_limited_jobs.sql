@@ -1,107 +1,156 @@
--- The limits of this claim (SPEC §18, docs/decisions/0012), step 2 of 3:
--- claim ready jobs of the limits step 1 holds, up to each one's room: its
--- max_running less the RUNNING jobs with unexpired leases, and its rate less
+-- The limits of this claim (SPEC §18, docs/decisions/0012 and
+-- XXXX-h6-claims-by-lane), step 2 of 3: when any limit exists, this is the
+-- claim, of limited and unlimited jobs alike, in one priority order (SPEC §4:
+-- higher priority runs first; a limit only holds jobs back).
+--
+-- Ready jobs are read by lane, a (kind, queue, priority) of their own
+-- (jobs_ready_lane_idx, where "run_at <= now()" is a range): the lanes are
+-- found one index probe each, and the claim opens only those it may draw
+-- from, each up to its cap (the slots, and the room of its kind's and its
+-- queue's limits). A lane of a paused or saturated limit, or of one another
+-- claimer holds, is never opened: its backlog, however deep, costs the claim
+-- one probe. The candidates are read without locks, the first ones in claim
+-- order that fit their limits' rooms are chosen, and only then each lane
+-- locks as many as were chosen from it (SKIP LOCKED: one another claimer
+-- took meanwhile gives way to the next in its lane, which fits the same
+-- rooms), so the claim locks no job it does not claim.
+--
+-- Rooms: max_running less the RUNNING jobs with unexpired leases, rate less
 -- the claims of the last per_secs. This statement's snapshot is newer than
 -- step 1's locks, so the counts include every earlier holder's claims. The
 -- claims are stamped with one clock_timestamp() taken under the locks, so a
 -- window looking back sees every claim before it. A job whose kind and queue
 -- are both limited needs both held and fits both rooms (counted
--- conservatively: never more, sometimes fewer). The slots filled are the
--- first ones of %(slots)s; step 3 (the usual claim) fills the rest.
-WITH stamp AS MATERIALIZED (
-    SELECT clock_timestamp() AS at,
-           (SELECT coalesce(nullif(current_setting('awc.held_kinds', true), ''), '{}'))::text[]
-               AS held_kinds,
-           (SELECT coalesce(nullif(current_setting('awc.held_queues', true), ''), '{}'))::text[]
-               AS held_queues,
-           (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
-               AS limited_kinds,
-           (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
-               AS limited_queues,
-           (SELECT cardinality(coalesce(nullif(current_setting('awc.limited_kinds', true), ''),
-                                        '{}')::text[]) > 0
-                   AND cardinality(coalesce(nullif(current_setting('awc.limited_queues', true),
-                                                   ''), '{}')::text[]) > 0) AS crossed
-), wanted AS MATERIALIZED (
-    -- The held limits with ready jobs: only theirs are counted. Each probe
-    -- asks for its index's order, and says "name = x" as a range, so that
-    -- only that index gives the order without a sort (which the pinned plan
-    -- refuses): with statistics that call every name equally likely (one
-    -- queue so far), an equality would let the planner walk any ready index.
+-- conservatively: never more, sometimes fewer). With no limit rows this reads
+-- nothing and step 3 (the usual claim, one ordered walk) claims; so it does
+-- when no limit can bind in this claim (the gate below).
+WITH RECURSIVE stamp AS MATERIALIZED (
+    SELECT clock_timestamp() AS at, s.held_kinds, s.held_queues, s.limited_kinds,
+           s.limited_queues,
+           cardinality(s.limited_kinds) + cardinality(s.limited_queues) > 0 AS limited
+    FROM (SELECT
+        (SELECT coalesce(nullif(current_setting('awc.held_kinds', true), ''), '{}'))::text[]
+            AS held_kinds,
+        (SELECT coalesce(nullif(current_setting('awc.held_queues', true), ''), '{}'))::text[]
+            AS held_queues,
+        (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
+            AS limited_kinds,
+        (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
+            AS limited_queues) AS s
+), relevant AS MATERIALIZED (
+    -- The limits this claim's filters reach whose kind or queue has PENDING
+    -- jobs: one probe of its index each.
     SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs
-    FROM awc.limits AS l, stamp AS s
-    WHERE (l.scope = 'kind' AND l.name = ANY (s.held_kinds) AND (
-               SELECT j.id FROM awc.jobs AS j
-               WHERE j.state = 'PENDING' AND j.kind >= l.name AND j.kind <= l.name
-               AND j.run_at <= now()
-               ORDER BY j.kind, j.priority DESC, j.run_at, j.id LIMIT 1) IS NOT NULL)
-       OR (l.scope = 'queue' AND l.name = ANY (s.held_queues) AND (
-               SELECT j.id FROM awc.jobs AS j
-               WHERE j.state = 'PENDING' AND j.queue >= l.name AND j.queue <= l.name
-               AND j.run_at <= now()
-               ORDER BY j.queue, j.priority DESC, j.run_at, j.id LIMIT 1) IS NOT NULL)
-), room AS MATERIALIZED (
+    FROM awc.limits AS l
+    WHERE (l.scope = 'kind' AND (%(kinds)s::text[] IS NULL OR l.name = ANY (%(kinds)s::text[]))
+           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.kind = l.name))
+       OR (l.scope = 'queue' AND (%(queues)s::text[] IS NULL OR l.name = ANY (%(queues)s::text[]))
+           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.queue = l.name))
+), room AS MATERIALIZED (  -- the held ones, and each one's room (at most the slots)
     SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
-        coalesce(l.max_running - (
-            SELECT count(*) FROM awc.jobs AS r
-            WHERE r.locked_until > s.at AND r.state = 'RUNNING'
-              AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name), 2147483647),
+        coalesce(l.max_running - (  -- counted up to max_running: past it, no room
+            SELECT count(*) FROM (
+                SELECT 1 FROM awc.jobs AS r
+                WHERE r.locked_until > s.at AND r.state = 'RUNNING'
+                  AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
+                LIMIT coalesce(l.max_running, 0)) AS running), 2147483647),
         coalesce(l.rate - (
             SELECT count(*) FROM awc.limit_claims AS c
             WHERE c.scope = l.scope AND c.name = l.name
               AND c.at > s.at - make_interval(secs => l.per_secs)), 2147483647),
         cardinality(%(slots)s::text[])), 0) AS room
-    FROM wanted AS l, stamp AS s
-), picked AS MATERIALIZED (
-    SELECT p.id, p.kind, p.queue, p.priority, p.run_at
-    FROM room AS h, stamp AS s, LATERAL (
+    FROM relevant AS l, stamp AS s
+    WHERE (l.scope = 'kind' AND l.name = ANY (s.held_kinds))
+       OR (l.scope = 'queue' AND l.name = ANY (s.held_queues))
+), gate AS MATERIALIZED (
+    -- No limit can bind in this claim: each one it reaches is held, counts
+    -- running jobs only (a rate logs its claims, below) and has room for
+    -- every slot. Then nothing is held back, and step 3's one ordered walk
+    -- claims, in priority order, at its usual cost.
+    SELECT s.limited AND NOT EXISTS (
+               SELECT 1 FROM relevant AS v
+               LEFT JOIN room AS r ON r.scope = v.scope AND r.name = v.name
+               WHERE r.name IS NULL OR v.rate IS NOT NULL
+                  OR r.room < cardinality(%(slots)s::text[])) AS walk
+    FROM stamp AS s
+), lanes AS (
+    -- Every lane with PENDING jobs, ready or not: a loose scan, one probe of
+    -- jobs_ready_lane_idx per lane, however many jobs each holds.
+    (SELECT j.kind, j.queue, j.priority
+     FROM awc.jobs AS j
+     WHERE j.state = 'PENDING' AND NOT (SELECT walk FROM gate) AND (SELECT limited FROM stamp)
+     ORDER BY j.kind, j.queue, j.priority
+     LIMIT 1)
+    UNION ALL
+    SELECT n.kind, n.queue, n.priority
+    FROM lanes AS l, LATERAL (
+        SELECT j.kind, j.queue, j.priority
+        FROM awc.jobs AS j
+        WHERE j.state = 'PENDING' AND (j.kind, j.queue, j.priority) > (l.kind, l.queue, l.priority)
+        ORDER BY j.kind, j.queue, j.priority
+        LIMIT 1) AS n
+), mine AS MATERIALIZED (  -- the lanes this claim's filters allow
+    SELECT l.kind, l.queue, l.priority
+    FROM lanes AS l
+    WHERE (%(kinds)s::text[] IS NULL OR l.kind = ANY (%(kinds)s::text[]))
+      AND (%(queues)s::text[] IS NULL OR l.queue = ANY (%(queues)s::text[]))
+), open AS MATERIALIZED (
+    -- A lane is open unless a limit of its kind or queue is not held (another
+    -- claimer has it this round); its cap is the smallest room that applies.
+    SELECT m.kind, m.queue, m.priority,
+           least(cardinality(%(slots)s::text[]), coalesce(k.room, 2147483647),
+                 coalesce(q.room, 2147483647)) AS cap
+    FROM mine AS m
+    CROSS JOIN stamp AS s
+    LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = m.kind
+    LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = m.queue
+    WHERE (m.kind <> ALL (s.limited_kinds) OR k.name IS NOT NULL)
+      AND (m.queue <> ALL (s.limited_queues) OR q.name IS NOT NULL)
+), seen AS MATERIALIZED (  -- each open lane's first ready jobs, unlocked
+    SELECT c.id, c.kind, c.queue, c.priority, c.run_at
+    FROM open AS o, LATERAL (
         SELECT j.id, j.kind, j.queue, j.priority, j.run_at
         FROM awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.kind = h.name AND j.run_at <= now()
-          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
-          AND (j.queue <> ALL (s.limited_queues) OR j.queue = ANY (s.held_queues))
-        ORDER BY j.kind, j.priority DESC, j.run_at, j.id
-        LIMIT h.room
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS p
-    WHERE h.scope = 'kind' AND h.room > 0
-    UNION ALL
-    SELECT p.id, p.kind, p.queue, p.priority, p.run_at
-    FROM room AS h, stamp AS s, LATERAL (
-        SELECT j.id, j.kind, j.queue, j.priority, j.run_at
-        FROM awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.queue = h.name AND j.run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-          AND (j.kind <> ALL (s.limited_kinds) OR j.kind = ANY (s.held_kinds))
-        ORDER BY j.queue, j.priority DESC, j.run_at, j.id
-        LIMIT h.room
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS p
-    WHERE h.scope = 'queue' AND h.room > 0
-), allowed AS (
-    -- No kind and queue both limited: no job has two limits, and each
-    -- lateral above took at most its limit's room.
-    SELECT o.id, row_number() OVER (ORDER BY o.priority DESC, o.run_at, o.id) AS n
-    FROM (SELECT p.id, p.priority, p.run_at FROM picked AS p
-          WHERE NOT (SELECT crossed FROM stamp)
-          ORDER BY p.priority DESC, p.run_at, p.id
-          LIMIT cardinality(%(slots)s::text[])) AS o
-    UNION ALL
-    -- Both: a job may come from both laterals, and must fit both rooms.
-    SELECT r.id, row_number() OVER (ORDER BY r.priority DESC, r.run_at, r.id) AS n
+        WHERE j.state = 'PENDING' AND j.kind = o.kind AND j.queue = o.queue
+          AND j.priority = o.priority AND j.run_at <= now()
+        ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
+        LIMIT o.cap) AS c
+    WHERE o.cap > 0
+), chosen AS MATERIALIZED (
+    -- The first of them in claim order, across every lane, that fit their
+    -- limits' rooms, as many as there are slots: how many from each lane.
+    SELECT r.kind, r.queue, r.priority, count(*) AS n
     FROM (
-        SELECT d.*,
-               row_number() OVER (PARTITION BY d.kind ORDER BY d.priority DESC, d.run_at, d.id)
-                   AS kind_n,
-               row_number() OVER (PARTITION BY d.queue ORDER BY d.priority DESC, d.run_at, d.id)
-                   AS queue_n
-        FROM (SELECT DISTINCT * FROM picked WHERE (SELECT crossed FROM stamp)) AS d
+        SELECT d.kind, d.queue, d.priority
+        FROM (
+            SELECT w.*,
+                   row_number() OVER (PARTITION BY w.kind
+                                      ORDER BY w.priority DESC, w.run_at, w.id) AS kind_n,
+                   row_number() OVER (PARTITION BY w.queue
+                                      ORDER BY w.priority DESC, w.run_at, w.id) AS queue_n
+            FROM seen AS w
+        ) AS d
+        LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = d.kind
+        LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = d.queue
+        WHERE (k.name IS NULL OR d.kind_n <= k.room) AND (q.name IS NULL OR d.queue_n <= q.room)
+        ORDER BY d.priority DESC, d.run_at, d.id
+        LIMIT cardinality(%(slots)s::text[])
     ) AS r
-    LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = r.kind
-    LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = r.queue
-    WHERE (k.name IS NULL OR r.kind_n <= k.room) AND (q.name IS NULL OR r.queue_n <= q.room)
-    ORDER BY n
-    LIMIT cardinality(%(slots)s::text[])
+    GROUP BY r.kind, r.queue, r.priority
+), locked AS MATERIALIZED (
+    SELECT p.id, p.priority, p.run_at
+    FROM chosen AS c, LATERAL (
+        SELECT j.id, j.priority, j.run_at
+        FROM awc.jobs AS j
+        WHERE j.state = 'PENDING' AND j.kind = c.kind AND j.queue = c.queue
+          AND j.priority = c.priority AND j.run_at <= now()
+        ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
+        LIMIT c.n
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS p
+), allowed AS (
+    SELECT l.id, row_number() OVER (ORDER BY l.priority DESC, l.run_at, l.id) AS n
+    FROM locked AS l
 ), claimed AS (
     UPDATE awc.jobs AS j
     SET state = 'RUNNING',
@@ -134,13 +183,30 @@ WITH stamp AS MATERIALIZED (
     USING room AS h
     WHERE h.rate IS NOT NULL AND c.scope = h.scope AND c.name = h.name
       AND c.at <= (SELECT at FROM stamp) - make_interval(secs => h.per_secs)
+), held AS MATERIALIZED (  -- what the last row says (below), worked out once
+    SELECT EXISTS (
+        SELECT 1
+        FROM mine AS m
+        CROSS JOIN stamp AS s
+        LEFT JOIN chosen AS c
+            ON c.kind = m.kind AND c.queue = m.queue AND c.priority = m.priority
+        WHERE (m.kind = ANY (s.limited_kinds) OR m.queue = ANY (s.limited_queues))
+          AND NOT EXISTS (SELECT 1 FROM paused AS z
+                          WHERE (z.scope = 'kind' AND z.name = m.kind)
+                             OR (z.scope = 'queue' AND z.name = m.queue))
+          AND (SELECT count(*) FROM (
+                   SELECT 1 FROM awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND j.kind = m.kind AND j.queue = m.queue
+                     AND j.priority = m.priority AND j.run_at <= now()
+                   LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
+    ) AS held_back
 )
 -- The claimed jobs, then one row more (id null) that says whether ready jobs
 -- of a limited kind or queue were held back, so the tick is not drained
--- (SPEC §18): a limit whose room the claim used up, or one at no room, or one
--- another claimer held, with ready jobs. A paused one (max_running = 0)
--- holds nothing back. It also leaves how many slots this step filled, and
--- that answer, to the statements after it.
+-- (SPEC §18): a lane of a limit, not paused, with more ready jobs than were
+-- chosen from it (at most that many and one more are read). A paused one
+-- (max_running = 0) holds nothing back. It also leaves how many slots this
+-- step filled, and that answer, to the statements after it.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
        NULL::boolean AS held_back
 FROM claimed
@@ -149,39 +215,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.held_back
 FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),
-           set_config('awc.held_back', b.held_back::text, true)
-    FROM (
-        SELECT EXISTS (  -- its room used up by this claim
-                   SELECT 1 FROM room AS r
-                   WHERE r.room > 0 AND r.room <= (
-                       SELECT count(*) FROM picked AS p
-                       WHERE r.name = CASE r.scope WHEN 'kind' THEN p.kind ELSE p.queue END))
-            OR EXISTS (  -- no room, or held by another claimer: ready jobs wait
-                   SELECT 1
-                   FROM stamp AS s,
-                        LATERAL (SELECT 'kind' AS scope, k AS name FROM unnest(s.limited_kinds) AS k
-                                 UNION ALL
-                                 SELECT 'queue', q FROM unnest(s.limited_queues) AS q) AS l
-                   WHERE NOT EXISTS (SELECT 1 FROM paused AS z
-                                     WHERE z.scope = l.scope AND z.name = l.name)
-                     AND NOT EXISTS (SELECT 1 FROM room AS r
-                                     WHERE r.scope = l.scope AND r.name = l.name AND r.room > 0)
-                     AND ((l.scope = 'kind' AND (
-                              SELECT j.id FROM awc.jobs AS j
-                              WHERE j.state = 'PENDING' AND j.kind >= l.name AND j.kind <= l.name
-               AND j.run_at <= now()
-                                AND (%(queues)s::text[] IS NULL
-                                     OR j.queue = ANY (%(queues)s::text[]))
-                              ORDER BY j.kind, j.priority DESC, j.run_at, j.id
-                              LIMIT 1) IS NOT NULL)
-                          OR (l.scope = 'queue' AND (
-                              SELECT j.id FROM awc.jobs AS j
-                              WHERE j.state = 'PENDING' AND j.queue >= l.name AND j.queue <= l.name
-               AND j.run_at <= now()
-                                AND (%(kinds)s::text[] IS NULL
-                                     OR j.kind = ANY (%(kinds)s::text[]))
-                              ORDER BY j.queue, j.priority DESC, j.run_at, j.id
-                              LIMIT 1) IS NOT NULL)))
-            AS held_back
-    ) AS b
+           set_config('awc.held_back', b.held_back::text, true),
+           set_config('awc.walk', (SELECT walk FROM gate)::text, true)
+    FROM held AS b
 ) AS h

@@ -203,4 +203,5 @@ def ticks(conn: psycopg.Connection[Any], driver: str | None,
 def limits(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     from tick.limits import list_limits
 
-    return list_limits(conn)
+    # Counted as far as the page shows them ("10,000+"), SPEC §19.
+    return list_limits(conn, cap=CAP + 1)

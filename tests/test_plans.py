@@ -104,7 +104,7 @@ def limited_plans(url: str, limits: list[tuple[str, str, int | None, int | None]
 
 def test_the_limited_claim_finds_its_jobs_by_index(big: str) -> None:
     """SPEC §18: with limits, the claim reads ready jobs lane by lane from
-    their own index (decision XXXX-h6-claims-by-lane), running jobs from the
+    their own index (decision 0018-claims-by-lane), running jobs from the
     lease index; the usual claim after it keeps its ordered walk, for when
     no limit exists."""
     limited, usual = limited_plans(big, [("kind", "k3", 100_000, None),

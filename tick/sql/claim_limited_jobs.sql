@@ -1,5 +1,5 @@
 -- The limits of this claim (SPEC §18, docs/decisions/0012 and
--- XXXX-h6-claims-by-lane), step 2 of 3: when any limit exists, this is the
+-- 0018-claims-by-lane), step 2 of 3: when any limit exists, this is the
 -- claim, of limited and unlimited jobs alike, in one priority order (SPEC §4:
 -- higher priority runs first; a limit only holds jobs back).
 --

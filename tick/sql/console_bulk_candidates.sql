@@ -2,7 +2,7 @@
 -- filter in the states the action applies to (%(states)s: FAILED and
 -- CANCELLED for retry, PENDING and RUNNING for cancel), at most %(cap)s of
 -- them. Each state is its own branch with the state as a literal, so each
--- reads its partial index (jobs_dead_idx, jobs_ready_kind_idx or
+-- reads its partial index (jobs_dead_idx, jobs_ready_lane_idx or
 -- jobs_ready_queue_idx or jobs_ready_idx, the lease index) and the preview's
 -- count and the action read at most %(cap)s rows per state.
 (SELECT id FROM awc.jobs

@@ -1,6 +1,6 @@
 -- The console's overview (SPEC §19): jobs by state per kind, the first
 -- %(groups)s kinds by name, every part bounded whatever the table holds.
--- * Kinds with PENDING jobs are found by skipping through jobs_ready_kind_idx
+-- * Kinds with PENDING jobs are found by skipping through jobs_ready_lane_idx
 --   (one probe per kind), and each kind's PENDING jobs are counted up to
 --   %(cap)s, split into ready (run_at passed) and scheduled (run_at to come,
 --   not ready yet).

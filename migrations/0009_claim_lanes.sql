@@ -1,4 +1,4 @@
--- Global limits (SPEC §18, docs/decisions/XXXX-h6-claims-by-lane): ready jobs
+-- Global limits (SPEC §18, docs/decisions/0018-claims-by-lane): ready jobs
 -- by lane, a (kind, queue, priority) of their own, then in claim order. When
 -- a limit exists, the claim reads each lane it may draw from apart, with
 -- "run_at <= now()" a range of this index, so a paused or saturated kind or

@@ -9,6 +9,7 @@ data for a template.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -132,10 +133,8 @@ def _errors(text: str) -> list[dict[str, Any]]:
     by the statement), each `at` an instant when it reads as one."""
     entries: list[dict[str, Any]] = json.loads(text)
     for entry in entries:
-        try:
+        with contextlib.suppress(TypeError, ValueError):  # else shown as the text it is
             entry["at"] = datetime.fromisoformat(entry["at"])
-        except (TypeError, ValueError):
-            pass  # shown as the text it is
     return entries
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests import failing_kinds
+from tests import failing_kinds, kinds
 from tests.support import ROOT, awc_command, job_row, run_awc, spawn, wait_for
 from tick.producer import enqueue
 from tick.tracebacks import TRACEBACK_LIMIT
@@ -111,6 +111,20 @@ def test_a_deadline_cut_records_where_the_handler_hung(
     assert trace.rstrip().endswith(
         frame(failing_kinds.hang_in_io, "time.sleep") + "\n    time.sleep(secs)")
     assert "tick/engine" not in trace and "threading.py" not in trace
+
+
+def test_a_deadline_cut_in_a_wait_on_the_context_ends_at_the_handlers_call(
+    conn: psycopg.Connection[Any], env: dict[str, str]
+) -> None:
+    """The frames below a call back into awc (`ctx.wait`) are awc's, not the
+    handler's: the stack ends at the handler's line that made the call."""
+    job_id = enqueue(conn, "patient", {"seconds": 60})
+    tick(env, "--max-secs", "2")
+    (entry,) = errors_of(conn, job_id)
+    assert entry["error"] == "DeadlineExceeded: deadline exceeded"
+    assert entry["traceback"].rstrip().endswith(
+        frame(kinds.patient, "ctx.wait(") + "\n    ctx.wait(payload.seconds)")
+    assert "tick/engine" not in entry["traceback"]
 
 
 def test_a_lost_lease_found_by_rescue_is_an_entry(

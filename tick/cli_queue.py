@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ def _json_default(value: Any) -> Any:
 def echo_json(data: Any, *, indent_on_terminal: bool = False) -> None:
     """One JSON document on stdout, keys sorted; indented for a person
     when asked and stdout is a terminal, one line for a pipe."""
-    indent = 2 if indent_on_terminal and click.get_text_stream("stdout").isatty() else None
+    indent = 2 if indent_on_terminal and sys.stdout.isatty() else None
     click.echo(json.dumps(data, default=_json_default, sort_keys=True, indent=indent))
 
 

@@ -9,7 +9,7 @@ import logging
 import time
 from typing import Any
 
-from tick import JobContext, handler
+from tick import JobContext, Retry, handler
 
 log = logging.getLogger("tests.failing_kinds")
 
@@ -46,6 +46,20 @@ def recurse(depth: int) -> None:
 def deep(ctx: JobContext, payload: dict[str, Any]) -> None:
     """A traceback far over 8 KB."""
     recurse(int(payload.get("depth", 400)))
+
+
+def call_upstream() -> None:
+    raise TimeoutError("upstream did not answer in 30 s")
+
+
+@handler("retries_caught")
+def retries_caught(ctx: JobContext, payload: dict[str, Any]) -> Retry:
+    """Catches the failure and hands the exception to Retry."""
+    try:
+        call_upstream()
+    except TimeoutError as error:
+        return Retry(error)  # type: ignore[arg-type]
+    return Retry("unreachable")
 
 
 @handler("hostile")

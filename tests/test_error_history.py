@@ -96,6 +96,18 @@ def test_retry_and_fail_outcomes_are_entries_without_a_traceback(
     assert "traceback" not in entry
 
 
+def test_a_retry_of_a_caught_exception_records_where_it_was_raised(
+    conn: psycopg.Connection[Any], env: dict[str, str]
+) -> None:
+    job_id = enqueue(conn, "retries_caught")
+    tick(env)
+    (entry,) = errors_of(conn, job_id)
+    assert entry["error"] == "TimeoutError: upstream did not answer in 30 s"
+    trace = entry["traceback"]
+    assert trace.index(frame(failing_kinds.retries_caught, "call_upstream()")) < trace.index(
+        frame(failing_kinds.call_upstream, "raise TimeoutError"))
+
+
 def test_a_deadline_cut_records_where_the_handler_hung(
     conn: psycopg.Connection[Any], env: dict[str, str]
 ) -> None:

@@ -21,6 +21,8 @@ from tick.engine.context import JobCancelled, JobContext
 from tick.engine.outcomes import (
     DEADLINE_ERROR,
     Continue,
+    Fail,
+    Retry,
     error_text,
     exception_text,
     outcome_of,
@@ -222,6 +224,10 @@ def _run_handler(run: Run) -> tuple[Record, str | None, float | None, str | None
     record, detail = outcome_of(value)
     if record is Record.CONTINUE and isinstance(value, Continue):
         return record, detail, float(value.delay_secs), None
+    if isinstance(value, Retry | Fail) and isinstance(value.error, BaseException) \
+            and value.error.__traceback__ is not None:
+        # `Retry(exc)` of an exception the handler caught: where it was raised.
+        return record, detail, None, exception_traceback(value.error)
     return record, detail, None, None
 
 

@@ -323,3 +323,24 @@ def test_a_released_job_is_logged_as_released_with_its_job_id(
     assert (event["job_id"], event["outcome"], event["level"]) == (job_id, "released", "info")
     job = job_row(conn, job_id)
     assert (job["state"], job["errors"]) == ("PENDING", [])  # a release is no failed run
+
+
+# -- the traceback text itself ------------------------------------------------------------
+
+
+def test_a_cut_traceback_stays_valid_utf8_without_nul_or_surrogates() -> None:
+    from tick.tracebacks import bounded
+
+    text = "é" * 10_000 + "\x00" + "\udcff"
+    out = bounded(text)
+    assert len(out.encode("utf-8")) <= TRACEBACK_LIMIT
+    assert out.startswith("é") and out.endswith("é\\udcff") and "\x00" not in out
+
+
+def test_a_cycle_of_causes_is_shown_once() -> None:
+    from tick.tracebacks import exception_traceback
+
+    first, second = ValueError("first"), KeyError("second")
+    first.__context__, second.__context__ = second, first
+    trace = exception_traceback(first)
+    assert trace.count("ValueError: first") == 1 and trace.count("KeyError: 'second'") == 1

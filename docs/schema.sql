@@ -34,6 +34,7 @@ CREATE TABLE awc.jobs (
     checkpoint    jsonb,  -- SPEC §17: the state the handler last saved
     progress      real,
     continues     integer     NOT NULL DEFAULT 0,
+    errors        jsonb       NOT NULL DEFAULT '[]',  -- SPEC §22: the failed runs, 20 newest
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),

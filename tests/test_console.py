@@ -551,3 +551,26 @@ def test_a_schedule_awc_cannot_fire_shows_its_page_and_refuses_resume_by_name(
     assert paused.status_code == 303
     assert conn.execute("SELECT paused FROM awc.schedules WHERE name = 'hostly'"
                         ).fetchone() == (True,)
+
+
+def test_the_job_page_shows_the_error_history_collapsed_newest_first_and_escaped(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    # SPEC §22: the console's job page shows the history; a hand-written
+    # row (too many entries, hostile text, a stray scalar) never breaks it.
+    job = _failed_job(conn)
+    entries: list[Any] = [{"attempt": n, "at": "2026-12-01T10:00:00+00:00",
+                           "error": f"RuntimeError: run {n}",
+                           "traceback": f'  File "h.py", line {n}, in step_{n}\n'
+                                        "<script>alert(1)</script>" + "x" * 20_000}
+                          for n in range(1, 26)]
+    entries.insert(10, 7)
+    conn.execute("UPDATE awc.jobs SET errors = %s::jsonb WHERE id = %s",
+                 (json.dumps(entries), job))
+    page = signed_in(console).get(f"/jobs/{job}").text
+    section = page[page.index('<details class="errors">'):page.index("</details>")]
+    assert "Error history: 20 failed runs, newest first" in section
+    runs = [int(n) for n in re.findall(r"RuntimeError: run (\d+)", section)]
+    assert runs == list(range(25, 6, -1)), runs  # the 20 newest, newest first, the scalar too
+    assert "in step_25" in section and "in step_5" not in section
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in section
+    assert len(page) < 400_000

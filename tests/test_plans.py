@@ -147,8 +147,9 @@ def fresh_drain(server_url: str, template_db: str) -> Iterator[tuple[str, list[t
 
 FENCED = {
     "complete_jobs": lambda n: {"results": [None] * n},
-    "retry_jobs": lambda n: {"errors": ["Retry: later"] * n, "delays": [1.0] * n},
-    "fail_jobs": lambda n: {"errors": ["Fail: no"] * n},
+    "retry_jobs": lambda n: {"errors": ["Retry: later"] * n, "delays": [1.0] * n,
+                             "tracebacks": [None] * n},
+    "fail_jobs": lambda n: {"errors": ["Fail: no"] * n, "tracebacks": [None] * n},
     "release_jobs": lambda n: {},
     "extend_leases": lambda n: {"secs": [60.0] * n},
     "continue_jobs": lambda n: {"states": ['{"next": 1}'] * n, "delays": [0.0] * n},

@@ -168,9 +168,9 @@ def test_events_are_one_json_line_per_job_without_payload_or_error(
     events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert sorted(e["outcome"] for e in events) == ["completed", "retried"]
     for event in events:
-        assert set(event) == {"ts", "level", "event", "kind", "outcome", "state", "attempts",
-                              "duration_ms"}
-        assert event["event"].startswith("job_")
+        assert set(event) == {"ts", "level", "event", "job_id", "kind", "outcome", "state",
+                              "attempts", "duration_ms"}
+        assert event["event"] == f"job_{event['job_id']}"  # SPEC §9: the id also as a number
     levels = {e["outcome"]: e["level"] for e in events}
     assert levels == {"completed": "info", "retried": "warning"}
     assert "p4yl0ad-value" not in done.stderr and "exploded" not in done.stderr

@@ -14,6 +14,7 @@ SHOW_COLUMNS = (
     "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "run_at",
     "locked_by", "locked_until", "result", "last_error", "dedupe_key", "created_at",
     "updated_at", "started_at", "finished_at", "progress", "continues", "checkpoint", "payload",
+    "errors",
 )
 LIST_COLUMNS = (
     "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "progress",
@@ -57,11 +58,26 @@ def list_jobs(
 
 
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    """One job in full; a missing job is a `JobStateError`."""
+    """One job in full; a missing job is a `JobStateError`. Its error
+    history comes newest first, each traceback as a list of lines, which
+    indented JSON prints one to a row (SPEC §22)."""
     row = conn.execute(sql("show_job"), {"id": job_id}).fetchone()
     if row is None:
         raise JobStateError(f"job {job_id} does not exist")
-    return dict(zip(SHOW_COLUMNS, row, strict=True))
+    job = dict(zip(SHOW_COLUMNS, row, strict=True))
+    job["errors"] = _history(job["errors"])
+    return job
+
+
+def _history(errors: Any) -> Any:
+    if not isinstance(errors, list):
+        return errors  # not awc's: shown as stored
+    shown = []
+    for entry in reversed(errors):
+        if isinstance(entry, dict) and isinstance(entry.get("traceback"), str):
+            entry = {**entry, "traceback": entry["traceback"].splitlines()}
+        shown.append(entry)
+    return shown
 
 
 def _state_of(conn: psycopg.Connection[Any], job_id: int) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,9 +25,11 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def echo_json(data: Any) -> None:
-    """One JSON document on stdout, keys sorted."""
-    click.echo(json.dumps(data, default=_json_default, sort_keys=True))
+def echo_json(data: Any, *, indent_on_terminal: bool = False) -> None:
+    """One JSON document on stdout, keys sorted; indented for a person
+    when asked and stdout is a terminal, one line for a pipe."""
+    indent = 2 if indent_on_terminal and sys.stdout.isatty() else None
+    click.echo(json.dumps(data, default=_json_default, sort_keys=True, indent=indent))
 
 
 def operator_connection(settings: Settings) -> Any:
@@ -240,12 +243,14 @@ def jobs_list(
 @jobs_group.command("show")
 @click.argument("job_id", type=int)
 def jobs_show(job_id: int) -> None:
-    """Show one job in full (payload included), as JSON."""
+    """Show one job in full (payload included) as JSON, with why it failed:
+    its error history, newest first, with tracebacks (SPEC §22)."""
     from tick.admin import show_job
 
     settings = load_settings()
     with operator_connection(settings) as conn:
-        echo_json(show_job(conn, job_id))
+        job = show_job(conn, job_id)
+    echo_json(job, indent_on_terminal=True)
 
 
 @click.command("retry")

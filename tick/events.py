@@ -1,7 +1,8 @@
 """Structured events (SPEC §9): one line per processed job, and log lines.
 
-An event carries `ts`, `level`, `event` (`job_<id>`), `kind`, `outcome`,
-`state`, `attempts` and `duration_ms`, and never a payload or error text.
+An event carries `ts`, `level`, `event` (`job_<id>`), `job_id` (the id as a
+number, to filter on), `kind`, `outcome`, `state`, `attempts` and
+`duration_ms`, and never a payload or error text.
 Lines of one flush are written with a single call, since a busy tick emits
 tens of thousands a second.
 """
@@ -109,7 +110,8 @@ class StreamEvents:
             # JSON form is cached.
             lines = [
                 f'{{"ts":"{ts}","level":"{LEVELS[e.outcome]}",'
-                f'"event":"job_{e.job_id}","kind":{_json_text(event_kind(e.kind))},'
+                f'"event":"job_{e.job_id}","job_id":{e.job_id},'
+                f'"kind":{_json_text(event_kind(e.kind))},'
                 f'"outcome":"{e.outcome}","state":"{e.state}","attempts":{e.attempts},'
                 f'"duration_ms":{round(e.duration_s * 1000, 3)}}}\n'
                 for e in events
@@ -122,6 +124,7 @@ class StreamEvents:
                 "ts": ts,
                 "level": LEVELS[e.outcome],
                 "event": f"job_{e.job_id}",
+                "job_id": e.job_id,
                 "kind": event_kind(e.kind),
                 "outcome": e.outcome,
                 "state": e.state,
@@ -148,20 +151,28 @@ class NullEvents:
 
 
 class _EventLog(logging.Handler):
-    """Library log records (psycopg's, warnings) as awc events: one JSON or
-    text line each, scrubbed of passwords, never a raw traceback."""
+    """Library and handler log records (psycopg's, warnings, a handler's
+    `log.exception`) as awc events: one JSON or text line each, scrubbed of
+    passwords. A record logged with an exception keeps a bounded `traceback`
+    field (SPEC §22), one field, never raw lines on stderr."""
 
     def __init__(self, sink: StreamEvents) -> None:
         super().__init__(logging.WARNING)
         self._sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
-        from tick.db import scrub
+        from tick.db import redact, scrub
 
         try:
             level = "error" if record.levelno >= logging.ERROR else "warning"
             message = clip(scrub(record.getMessage()), 500)
-            self._sink.log(level, "library_log", logger=record.name, message=message)
+            fields: dict[str, Any] = {"logger": record.name, "message": message}
+            error = record.exc_info[1] if record.exc_info else None
+            if error is not None:
+                from tick.tracebacks import exception_traceback
+
+                fields["traceback"] = redact(exception_traceback(error))
+            self._sink.log(level, "library_log", **fields)
         except Exception:  # a log line must never take the process down
             pass
 

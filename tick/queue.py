@@ -52,8 +52,10 @@ class Writes:
     """One flush of fenced writes, grouped by statement."""
 
     complete: list[tuple[int, str, str | None]] = field(default_factory=list)
-    retry: list[tuple[int, str, str, float]] = field(default_factory=list)
-    fail: list[tuple[int, str, str]] = field(default_factory=list)
+    # (id, token, error, delay secs, traceback or None: SPEC §22)
+    retry: list[tuple[int, str, str, float, str | None]] = field(default_factory=list)
+    # (id, token, error, traceback or None: SPEC §22)
+    fail: list[tuple[int, str, str, str | None]] = field(default_factory=list)
     release: list[tuple[int, str]] = field(default_factory=list)
     extend: list[tuple[int, str, float]] = field(default_factory=list)
     # (id, token, state JSON or None to keep the last, delay secs)
@@ -143,14 +145,15 @@ def round_trip(
             pending.append((Record.COMPLETE, conn.execute(
                 sql("complete_jobs"), {"ids": ids, "tokens": tokens, "results": results})))
         if writes.retry:
-            ids, tokens, errors, delays = _unzip(writes.retry, 4)
+            ids, tokens, errors, delays, tracebacks = _unzip(writes.retry, 5)
             pending.append((Record.RETRY, conn.execute(
-                sql("retry_jobs"),
-                {"ids": ids, "tokens": tokens, "errors": errors, "delays": delays})))
+                sql("retry_jobs"), {"ids": ids, "tokens": tokens, "errors": errors,
+                                    "delays": delays, "tracebacks": tracebacks})))
         if writes.fail:
-            ids, tokens, errors = _unzip(writes.fail, 3)
+            ids, tokens, errors, tracebacks = _unzip(writes.fail, 4)
             pending.append((Record.FAIL, conn.execute(
-                sql("fail_jobs"), {"ids": ids, "tokens": tokens, "errors": errors})))
+                sql("fail_jobs"), {"ids": ids, "tokens": tokens, "errors": errors,
+                                   "tracebacks": tracebacks})))
         if writes.release:
             ids, tokens = _unzip(writes.release, 2)
             pending.append((Record.RELEASE, conn.execute(

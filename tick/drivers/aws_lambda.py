@@ -85,7 +85,7 @@ class LambdaEvents:
 
     def jobs(self, events: Any) -> None:
         for e in events:
-            self.log(LEVEL[e.outcome], f"job_{e.job_id}", kind=event_kind(e.kind),
+            self.log(LEVEL[e.outcome], f"job_{e.job_id}", job_id=e.job_id, kind=event_kind(e.kind),
                      outcome=e.outcome, state=e.state, attempts=e.attempts,
                      duration_ms=round(e.duration_s * 1000, 3))
 

@@ -29,7 +29,7 @@ from tick.engine.flush import Flush, send, settle
 from tick.engine.outcomes import error_text
 from tick.engine.report import StopReason, TickReport
 from tick.engine.row import HistoryRow
-from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline
+from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.errors import DatabaseError
 from tick.events import report_fires
 from tick.history import Tail
@@ -273,7 +273,7 @@ class Coordinator:
             self.running[row.id] = run
             if handler is None:
                 run.outcome = (Record.FAIL, error_text(
-                    "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0)
+                    "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0, None)
                 self._finished(run)
                 continue
             self.next_expiry = min(self.next_expiry, deadline)
@@ -298,21 +298,22 @@ class Coordinator:
         for run in list(self.running.values()):
             if grace_over:  # handed back; with its checkpoint, as a Continue (SPEC §17)
                 self._abandon(run, Record.CONTINUE if run.checkpointed else Record.RELEASE,
-                              None, 0.0)
+                              None, 0.0, None)
             elif run.ctx.monotonic_deadline <= now:
-                self._abandon(run, *cut_at_deadline(run))
+                self._abandon(run, *cut_at_deadline(run, handler_stack(run)))
                 if self.spec.deadline is not None:
                     self.deadline_cuts += 1
             else:
                 soonest = min(soonest, run.ctx.monotonic_deadline)
         self.next_expiry = soonest
 
-    def _abandon(self, run: Run, record: Record, detail: str | None, delay: float) -> None:
+    def _abandon(self, run: Run, record: Record, detail: str | None, delay: float,
+                 where: str | None) -> None:
         run.ctx.abandon()
         del self.running[run.row.id]
         self.e.pool.abandon(run)
         self.claims.release(run.row.slot)
-        self.flush.record(run, record, detail, delay)
+        self.flush.record(run, record, detail, delay, where)
 
     def _abandon_all(self) -> None:
         for run in list(self.running.values()):

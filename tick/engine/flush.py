@@ -39,17 +39,19 @@ class Flush:
     def __bool__(self) -> bool:
         return bool(self.writes)
 
-    def record(self, run: Run, record: Record, detail: str | None, delay: float) -> None:
-        """Queue `run`'s outcome for the next round trip."""
+    def record(self, run: Run, record: Record, detail: str | None, delay: float,
+               traceback: str | None = None) -> None:
+        """Queue `run`'s outcome for the next round trip; a Retry or Fail
+        with the handler's traceback, if it raised (SPEC §22)."""
         row = run.row
         if record is Record.COMPLETE:
             self.writes.complete.append((row.id, row.token, detail))
         elif record is Record.RETRY:
             assert detail is not None
-            self.writes.retry.append((row.id, row.token, detail, delay))
+            self.writes.retry.append((row.id, row.token, detail, delay, traceback))
         elif record is Record.FAIL:
             assert detail is not None
-            self.writes.fail.append((row.id, row.token, detail))
+            self.writes.fail.append((row.id, row.token, detail, traceback))
         elif record is Record.CONTINUE:
             self.writes.proceed.append((row.id, row.token, detail, delay))
         else:
@@ -113,11 +115,13 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     if refused:
         fails = Writes(fail=[(job_id, token, error_text(
             "OutcomeRefused", "the database refused this job's outcome "
-            f"({type(why).__name__}: {_first_line(why)})")) for job_id, token, why in refused])
+            f"({type(why).__name__}: {_first_line(why)})"), None)
+            for job_id, token, why in refused])
         again, still = record_each(conn, fails)
         done.recorded.update(again.recorded)
         if still:  # even the explanation was refused: the plainest words
-            plain = Writes(fail=[(job_id, token, REFUSED_ERROR) for job_id, token, _ in still])
+            plain = Writes(fail=[(job_id, token, REFUSED_ERROR, None)
+                                  for job_id, token, _ in still])
             last, lost = record_each(conn, plain)
             done.recorded.update(last.recorded)
             for job_id, _, _ in lost:

@@ -64,13 +64,12 @@ class Continue:
 
 Outcome = Complete | Retry | Fail | Continue
 
-# What a processed job's outcome did (SPEC §9 `outcome`); `other` is a
-# release (attempt refunded), counted as `released` in the report (§6).
+# What a processed job's outcome did (SPEC §9 `outcome`); `released` is a
+# job handed back unfinished (attempt refunded), as the report counts it (§6).
 Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued",
-                "other"]
+                "released"]
 LABELS: tuple[Label, ...] = get_args(Label)
-REPORT_FIELD: dict[Label, str] = {
-    label: "released" if label == "other" else label for label in LABELS}
+REPORT_FIELD: dict[Label, str] = {label: label for label in LABELS}
 LEVEL: dict[Label, str] = {
     "completed": "info",
     "retried": "warning",
@@ -78,7 +77,7 @@ LEVEL: dict[Label, str] = {
     "failed": "error",
     "cancelled": "error",
     "continued": "info",
-    "other": "info",
+    "released": "info",
 }
 
 
@@ -86,7 +85,7 @@ def label_of(record: Record, state: str) -> Label:
     """The label of an outcome the database recorded, by its statement and
     the state it left the job in (a Retry at max_attempts is `failed`)."""
     if record is Record.RELEASE:
-        return "other"
+        return "released"
     if record is Record.CONTINUE:
         return "continued"
     if state == "FAILED":

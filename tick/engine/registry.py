@@ -83,11 +83,18 @@ def handler(
 
 
 def import_handler_modules(names: Iterable[str]) -> None:
-    """Import `AWC_HANDLER_MODULES` so their `@handler`s register (SPEC §6.1)."""
+    """Import `AWC_HANDLER_MODULES` so their `@handler`s register (SPEC §6.1).
+    A module that fails names the file and line that failed (SPEC §22)."""
     for name in names:
         try:
             importlib.import_module(name)
         except Exception as error:
+            from tick.tracebacks import import_location
+
+            where = import_location(error)
+            # A SyntaxError's own text names the file without its directory.
+            text = error.msg if isinstance(error, SyntaxError) and where else str(error)
             raise HandlerImportError(
-                f"AWC_HANDLER_MODULES: cannot import {name!r}: {type(error).__name__}: {error}"
+                f"AWC_HANDLER_MODULES: cannot import {name!r}: {type(error).__name__}: {text}"
+                + (f" ({where})" if where else "")
             ) from None

@@ -21,12 +21,20 @@ from tick.engine.context import JobCancelled, JobContext
 from tick.engine.outcomes import (
     DEADLINE_ERROR,
     Continue,
+    Fail,
+    Retry,
     error_text,
     exception_text,
     outcome_of,
 )
 from tick.engine.registry import Handler
 from tick.queue import ClaimedRow, Record
+from tick.tracebacks import exception_traceback, thread_stack
+
+# What a run's outcome is recorded as: (statement, detail, retry delay,
+# traceback). The detail is the result JSON or the error; the traceback, the
+# handler's own frames where it raised or where it was cut (SPEC §22).
+Outcome = tuple[Record, str | None, float, str | None]
 
 # Put on the outbox to make the coordinator look for work now.
 WAKE = object()
@@ -36,7 +44,7 @@ class Run:
     """One claimed job from claim to recorded outcome."""
 
     __slots__ = ("checkpointed", "ctx", "duration", "handler", "jitter", "outcome", "row",
-                 "started")
+                 "started", "thread")
 
     def __init__(
         self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter
@@ -48,9 +56,12 @@ class Run:
         self.started = 0.0  # written by the slot under the pool's lock; read by both
         self.duration = 0.0  # written by the slot before it posts the run
         # Written by the slot (or the coordinator, for a job it abandons)
-        # before the run reaches the flush: (Record, detail, retry delay),
-        # the detail being the result JSON or the error.
-        self.outcome: tuple[Record, str | None, float] | None = None
+        # before the run reaches the flush.
+        self.outcome: Outcome | None = None
+        # The slot thread in the handler (its ident), 0 before and after:
+        # written by the slot, read by the coordinator to see where a job
+        # cut at its deadline was (SPEC §22).
+        self.thread = 0
         # A checkpoint of this claim is durable (SPEC §17): cut at its deadline
         # or at the end of a stop's grace, the job continues from it. Written
         # by the coordinator before it answers the checkpoint; read by both.
@@ -146,11 +157,13 @@ class SlotPool:
                     self._coming = max(self._coming - 1, 0)
                 run = ready.popleft()
                 run.started = time.perf_counter()  # under the lock: see abandon()
+                run.thread = threading.get_ident()
                 self._call_one()
             try:
                 execute(run)
             except BaseException as error:  # never: execute catches everything
-                run.outcome = (Record.FAIL, exception_text(error), 0.0)
+                run.outcome = (Record.FAIL, exception_text(error), 0.0, None)
+            run.thread = 0
             if run.ctx.abandoned:
                 return  # written off by the coordinator; its job is recorded
             self._outbox.put(run)
@@ -162,21 +175,22 @@ def execute(run: Run) -> None:
     outcome naming the problem and the slot lives on (SPEC §6.1)."""
     ctx = run.ctx
     if ctx.cancelled and ctx.stopping:
-        run.outcome = (Record.RELEASE, None, 0.0)  # claimed, never started
+        run.outcome = (Record.RELEASE, None, 0.0, None)  # claimed, never started
         return
     try:
-        record, detail, delay = _run_handler(run)
+        record, detail, delay, where = _run_handler(run)
     except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit, ...
-        record, detail, delay = Record.RETRY, exception_text(error), None
+        record, detail, delay, where = (Record.RETRY, exception_text(error), None,
+                                        exception_traceback(error))
     run.duration = time.perf_counter() - run.started
     if delay is None:
         delay = run.jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0
-    run.outcome = (record, detail, delay)
+    run.outcome = (record, detail, delay, where)
 
 
-def _run_handler(run: Run) -> tuple[Record, str | None, float | None]:
+def _run_handler(run: Run) -> tuple[Record, str | None, float | None, str | None]:
     """The handler's outcome: (statement, detail, delay or None for the
-    usual one: a Retry's backoff, else none)."""
+    usual one: a Retry's backoff, else none, traceback where it raised)."""
     ctx = run.ctx
     handler = run.handler
     assert handler is not None  # unknown kinds are failed before dispatch
@@ -186,38 +200,57 @@ def _run_handler(run: Run) -> tuple[Record, str | None, float | None]:
     except RecursionError:
         # jsonb nests deeper than Python decodes: retrying cannot help.
         return (Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode"),
-                None)
+                None, None)
     if handler.payload is not None:
         from pydantic import ValidationError
 
         try:
             payload = handler.payload.model_validate(payload)
         except ValidationError as error:
-            return Record.FAIL, error_text("ValidationError", _brief(error)), None
+            return Record.FAIL, error_text("ValidationError", _brief(error)), None, None
         except RecursionError:
-            return Record.FAIL, error_text("PayloadError", "payload is nested too deeply"), None
+            return (Record.FAIL, error_text("PayloadError", "payload is nested too deeply"),
+                    None, None)
     try:
         value = handler.fn(ctx, payload)
     except JobCancelled as error:
         if ctx.stopping and not ctx.abandoned:
-            return Record.RELEASE, None, None  # SPEC §6.1: released, refunded
-        if ctx.remaining() <= 0:
-            return cut_at_deadline(run)
-        return Record.RETRY, exception_text(error), None
+            return Record.RELEASE, None, None, None  # SPEC §6.1: released, refunded
+        if ctx.remaining() <= 0:  # where it noticed is where it was cut
+            return cut_at_deadline(run, exception_traceback(error))
+        return Record.RETRY, exception_text(error), None, exception_traceback(error)
     except Exception as error:
-        return Record.RETRY, exception_text(error), None
+        return Record.RETRY, exception_text(error), None, exception_traceback(error)
     record, detail = outcome_of(value)
     if record is Record.CONTINUE and isinstance(value, Continue):
-        return record, detail, float(value.delay_secs)
-    return record, detail, None
+        return record, detail, float(value.delay_secs), None
+    if isinstance(value, Retry | Fail) and isinstance(value.error, BaseException) \
+            and value.error.__traceback__ is not None:
+        # `Retry(exc)` of an exception the handler caught: where it was raised.
+        return record, detail, None, exception_traceback(value.error)
+    return record, detail, None, None
 
 
-def cut_at_deadline(run: Run) -> tuple[Record, str | None, float]:
+def cut_at_deadline(run: Run, where: str | None) -> Outcome:
     """The outcome of a job cut at its deadline: a Continue from its last
-    checkpoint if this claim saved one (SPEC §17), else a Retry."""
+    checkpoint if this claim saved one (SPEC §17), else a Retry that records
+    `where` its handler was (SPEC §22)."""
     if run.checkpointed:
-        return Record.CONTINUE, None, 0.0
-    return Record.RETRY, DEADLINE_ERROR, run.jitter.delay(run.row.attempts - 1)
+        return Record.CONTINUE, None, 0.0, None
+    return Record.RETRY, DEADLINE_ERROR, run.jitter.delay(run.row.attempts - 1), where
+
+
+def handler_stack(run: Run) -> str | None:
+    """Where `run`'s handler is now, seen from the coordinator at its
+    deadline: the stack of its slot thread (SPEC §22), or None if it is not
+    in its handler (never started, or returned meanwhile)."""
+    ident = run.thread
+    if not ident or run.checkpointed:
+        return None
+    stack = thread_stack(ident)
+    # Read while the thread ran on: if it left this run meanwhile, the
+    # stack may be another job's.
+    return stack if run.thread == ident else None
 
 
 def _brief(error: Any) -> str:

@@ -1,11 +1,20 @@
 -- Record Fail outcomes (SPEC §5), fenced: dead-letter at once, never retried.
+-- Each row also gains an entry in its error history (SPEC §22), with the
+-- handler's traceback where there was an exception (null: none).
 -- The batch's rows are taken by primary key (id = ANY) and each finds its own
 -- token and error by its position in the arrays: with no join to the batch, no
 -- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
 UPDATE awc.jobs AS j
 SET state = 'FAILED',
     last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
-    finished_at = now(),
+    -- SPEC §22: this failed run joins the job's error history, the 20 newest kept.
+    errors = jsonb_path_query_array(
+        j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts,
+            'at', now(),
+            'error', (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
+            'traceback', (%(tracebacks)s::text[])[array_position(%(ids)s::bigint[], j.id)]))),
+        '$[last - 19 to last]'),
     locked_by = NULL,
     locked_until = NULL,
     claim_token = NULL,

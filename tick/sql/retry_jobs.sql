@@ -1,5 +1,7 @@
 -- Record Retry outcomes (SPEC §5), fenced: back to PENDING after the backoff
 -- delay chosen by the worker, or FAILED (dead letter) once attempts are spent.
+-- Each row also gains an entry in its error history (SPEC §22), with the
+-- handler's traceback where there was an exception (null: none).
 -- The batch's rows are taken by primary key (id = ANY) and each finds its own
 -- token, error and delay by its position in the arrays: with no join to the
 -- batch, no plan can walk the RUNNING rows once per batch entry
@@ -12,6 +14,14 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' 
              END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
     last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
+    -- SPEC §22: this failed run joins the job's error history, the 20 newest kept.
+    errors = jsonb_path_query_array(
+        j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts,
+            'at', now(),
+            'error', (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
+            'traceback', (%(tracebacks)s::text[])[array_position(%(ids)s::bigint[], j.id)]))),
+        '$[last - 19 to last]'),
     locked_by = NULL,
     locked_until = NULL,
     claim_token = NULL,

@@ -9,6 +9,7 @@ data for a template.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -121,7 +122,7 @@ def _listed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 JOB_COLUMNS = ("id", "kind", "state", "queue", "priority", "attempts", "max_attempts",
                "run_at", "locked_by", "locked_until", "dedupe_key", "created_at",
                "updated_at", "started_at", "finished_at", "progress", "continues",
-               "last_error", "payload", "result", "checkpoint")
+               "last_error", "payload", "result", "checkpoint", "errors")
 
 
 def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
@@ -133,10 +134,21 @@ def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
     found = dict(zip(JOB_COLUMNS, row, strict=True))
     for field in ("payload", "result", "checkpoint"):
         found[field] = _pretty(found[field])
+    found["errors"] = _errors(found["errors"])
     fire = conn.execute(sql("console_job_fire"), {"id": job_id}).fetchone()
     found["fire"] = None if fire is None else dict(
         zip(("schedule", "fire_at", "status", "recorded_at"), fire, strict=True))
     return found
+
+
+def _errors(text: str) -> list[dict[str, Any]]:
+    """The error history as console_job.sql read it (newest first, bounded
+    by the statement), each `at` an instant when it reads as one."""
+    entries: list[dict[str, Any]] = json.loads(text)
+    for entry in entries:
+        with contextlib.suppress(TypeError, ValueError):  # else shown as the text it is
+            entry["at"] = datetime.fromisoformat(entry["at"])
+    return entries
 
 
 def _pretty(text: str | None) -> dict[str, Any] | None:

@@ -33,6 +33,17 @@ def redact(text: str) -> str:
     return _KV_PASSWORD.sub(r"\1***", text)
 
 
+def dsn_secrets(dsn: str) -> list[str]:
+    """The password a connection string carries, in the forms a message
+    could quote it (tick.redaction); read without libpq, so that a string
+    libpq refuses is covered too."""
+    from tick.redaction import url_secrets
+
+    if "://" in dsn:
+        return url_secrets(dsn)
+    return [match.group(2).strip("'") for match in _KV_PASSWORD.finditer(dsn)]
+
+
 def _password_of(dsn: str) -> str | None:
     from psycopg.conninfo import conninfo_to_dict
 
@@ -107,7 +118,10 @@ def dsn_problem(dsn: str) -> str | None:
 
 def check_dsn(text: str, source: str) -> str:
     """`text` stripped, or a `SettingsError` naming `source` (blank is missing)."""
+    from tick.redaction import keep_secret
+
     dsn = text.strip()
+    keep_secret(*dsn_secrets(dsn))
     if not dsn:
         raise SettingsError(f"{source} is required but not set")
     problem = dsn_problem(dsn)

@@ -1,0 +1,46 @@
+"""Secrets kept out of every line awc prints or records (SPEC §2, §3).
+
+Every URL-valued setting can carry a secret (`user:password@`), and so can
+the console's token. Their values are validated so that no library is handed
+a URL it would quote back; as a second line of defence, `load_settings`
+hands each secret here, and every `awc:` line, recorded tick error and
+re-raised Lambda error goes through `redacted`, which replaces them with
+`***` whatever library message quoted them, and however it cut the URL.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+# Shorter fragments are not replaced: "***" for every "ab" in a message
+# would make it unreadable, and so short a password protects nothing.
+SECRET_MIN = 3
+
+_KEPT: set[str] = set()
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password of a URL's `user:password@`, as written and decoded, and
+    its whole user information; parsed by hand, since a URL that urllib
+    refuses must be redacted too."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    userinfo, at, _ = rest.rpartition("@")
+    if not at or not userinfo:
+        return []
+    password = userinfo.partition(":")[2]
+    return [userinfo, unquote(userinfo), password, unquote(password)]
+
+
+def keep_secret(*values: str | None) -> None:
+    """Redact these values from now on."""
+    _KEPT.update(v for v in values if v and len(v) >= SECRET_MIN)
+
+
+def redacted(text: str) -> str:
+    """`text` with every kept secret, and any connection-string password,
+    replaced by `***`."""
+    from tick.db import redact
+
+    for secret in sorted((s for s in _KEPT if s in text), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return redact(text)

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from tick.settings import Settings, load_settings
+from tick.text import for_terminal
 
 
 def _json_default(value: Any) -> Any:
@@ -151,10 +152,12 @@ def status_command(as_json: bool) -> None:
     age = data["oldest_ready_age_s"]
     click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
     click.echo(f"dead letters: {data['dead_letters']}")
-    for kind, counts in sorted(data["by_kind"].items()):
-        click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+    for kind, counts in sorted(data["by_kind"].items()):  # kinds are the producers'
+        click.echo(f"  {for_terminal(kind)}: "
+                   + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
     for driver, last in sorted(data["last_ticks"].items()):
-        outcome = "failed: " + last["error"] if last["error"] else last["stop_reason"]
+        outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
+                   else last["stop_reason"])
         click.echo(f"last {driver} tick: {last['age_s']:.0f}s ago ({outcome})")
 
 
@@ -197,7 +200,9 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
             return "-"
         if isinstance(value, datetime):
             return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        text = str(value).replace("\n", " ")
+        # A cell may hold a producer's text (a kind, a queue, an error):
+        # escaped, it can neither drive the terminal nor forge a row.
+        text = for_terminal(str(value).replace("\n", " "))
         return text if len(text) <= 60 else text[:57] + "..."
 
     grid = [list(columns)] + [[cell(row[c]) for c in columns] for row in rows]

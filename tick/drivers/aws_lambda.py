@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from tick.drivers.compose import engine_for, record_failure, tick_spec
 from tick.engine.api import Engine
@@ -30,6 +38,7 @@ from tick.engine.report import TickReport
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
 from tick.settings import Settings, load_settings
+from tick.text import printable, text_refusal
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,7 +48,34 @@ logger = Logger(service="awc")
 metrics = Metrics(namespace=NAMESPACE, service="awc")
 
 
-NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+# As long as a kind or a queue may be (tick.producer).
+NAME_LIMIT = 200
+# What the history row keeps of a correlation id (SPEC §16).
+CORRELATION_LIMIT = 200
+
+
+def _storable(value: str) -> str:
+    # A kind or queue PostgreSQL text cannot hold (NUL, a lone surrogate) or
+    # longer than any job's: refused as a malformed event, before it reaches
+    # the claim statement, rather than failing the tick there.
+    refusal = text_refusal(value, NAME_LIMIT)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return value
+
+
+NonEmpty = Annotated[StrictStr, Field(min_length=1), AfterValidator(_storable)]
+
+
+def correlation_text(value: Any) -> str | None:
+    """An id from the event or the context as the history row and the log
+    lines hold it (SPEC §8, §16): NUL dropped, lone surrogates escaped, cut
+    to 200 characters; None when nothing is left. AWS sets these ids, but
+    anyone who can invoke the function sets the event: a label must not
+    fail the tick it names."""
+    if value is None:
+        return None
+    return printable(str(value))[:CORRELATION_LIMIT] or None
 
 
 class TickEvent(BaseModel):
@@ -73,9 +109,9 @@ def parse_event(event: Any) -> tuple[TickEvent, str | None]:
             for e in error.errors(include_input=False, include_url=False)
         )
         raise ValueError(f"invalid event: {problems}") from None
-    correlation = parsed.execution_id
+    correlation = correlation_text(parsed.execution_id)
     if correlation is None and event.get("source") == "aws.events":
-        correlation = str(event.get("id")) if event.get("id") else None
+        correlation = correlation_text(event.get("id")) if event.get("id") else None
     return parsed, correlation
 
 
@@ -319,10 +355,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     engine.observer = observer
     # The history row names the invocation: the scheduler's execution id, or
     # the request id (SPEC §16).
-    request = getattr(context, "aws_request_id", None)
+    request = correlation_text(getattr(context, "aws_request_id", None))
     spec = tick_spec(settings, deadline=deadline, max_jobs=parsed.max_jobs,
                      kinds=parsed.kinds, queues=parsed.queues, driver="lambda",
-                     correlation_id=correlation or (str(request) if request else None))
+                     correlation_id=correlation or request)
     try:
         try:
             report = engine.run(spec)

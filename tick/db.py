@@ -8,12 +8,12 @@ server-side prepared statements off when `AWC_DB_PREPARE=false`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
+from tick.redaction import dsn_secrets, keep_secret, redact
 from tick.text import printable
 
 if TYPE_CHECKING:
@@ -22,26 +22,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_SECS = 10
 STATEMENT_TIMEOUT_MS = 60_000
 APPLICATION_NAME = "awc"
-
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """`text` with any connection-string password replaced by `***`."""
-    text = _URL_PASSWORD.sub(r"\1***\3", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
-
-
-def dsn_secrets(dsn: str) -> list[str]:
-    """The password a connection string carries, in the forms a message
-    could quote it (tick.redaction); read without libpq, so that a string
-    libpq refuses is covered too."""
-    from tick.redaction import url_secrets
-
-    if "://" in dsn:
-        return url_secrets(dsn)
-    return [match.group(2).strip("'") for match in _KV_PASSWORD.finditer(dsn)]
 
 
 def _password_of(dsn: str) -> str | None:
@@ -118,8 +98,6 @@ def dsn_problem(dsn: str) -> str | None:
 
 def check_dsn(text: str, source: str) -> str:
     """`text` stripped, or a `SettingsError` naming `source` (blank is missing)."""
-    from tick.redaction import keep_secret
-
     dsn = text.strip()
     keep_secret(*dsn_secrets(dsn))
     if not dsn:

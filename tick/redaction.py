@@ -10,7 +10,11 @@ re-raised Lambda error goes through `redacted`, which replaces them with
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 # Shorter fragments are not replaced: "***" for every "ab" in a message
 # would make it unreadable, and so short a password protects nothing.
@@ -31,6 +35,21 @@ def url_secrets(url: str) -> list[str]:
     return [userinfo, unquote(userinfo), password, unquote(password)]
 
 
+def dsn_secrets(dsn: str) -> list[str]:
+    """The password a connection string carries, in the forms a message
+    could quote it; read without libpq, so that a string libpq refuses is
+    covered too."""
+    if "://" in dsn:
+        return url_secrets(dsn)
+    return [match.group(2).strip("'") for match in _KV_PASSWORD.finditer(dsn)]
+
+
+def redact(text: str) -> str:
+    """`text` with any connection-string password replaced by `***`."""
+    text = _URL_PASSWORD.sub(r"\1***\3", text)
+    return _KV_PASSWORD.sub(r"\1***", text)
+
+
 def keep_secret(*values: str | None) -> None:
     """Redact these values from now on."""
     _KEPT.update(v for v in values if v and len(v) >= SECRET_MIN)
@@ -39,8 +58,6 @@ def keep_secret(*values: str | None) -> None:
 def redacted(text: str) -> str:
     """`text` with every kept secret, and any connection-string password,
     replaced by `***`."""
-    from tick.db import redact
-
     for secret in sorted((s for s in _KEPT if s in text), key=len, reverse=True):
         text = text.replace(secret, "***")
     return redact(text)

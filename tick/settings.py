@@ -226,8 +226,7 @@ class Settings(BaseModel):
     def secrets(self) -> list[str]:
         """What must never be printed: the user information of every
         URL-valued setting, the database password, the console's token."""
-        from tick.db import dsn_secrets
-        from tick.redaction import url_secrets
+        from tick.redaction import dsn_secrets, url_secrets
 
         found = [] if self.database_url is None else dsn_secrets(
             self.database_url.get_secret_value())

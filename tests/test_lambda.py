@@ -348,3 +348,20 @@ def test_event_text_the_database_cannot_hold_is_an_invalid_event(
     assert "\x00" not in str(caught.value) and "\udc80" not in str(caught.value)
     assert job_row(conn, job)["state"] == "PENDING"
     assert conn.execute("SELECT count(*) FROM awc.ticks").fetchone() == (0,)
+
+
+def test_emf_carries_every_count_of_the_report(
+    lam: Any, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `continued` was left out of the Tick* metrics as of the README's list.
+    from dataclasses import fields
+
+    from tick.engine.report import TickReport
+
+    capsys.readouterr()
+    report = lam.handler({}, Context(10))
+    tick = next(json.loads(line) for line in capsys.readouterr().out.splitlines()
+                if line.startswith('{"_aws"') and "TickClaimed" in line)
+    counts = [f.name for f in fields(TickReport) if isinstance(report[f.name], int)]
+    assert "continued" in counts
+    assert [name for name in counts if f"Tick{name.capitalize()}" not in tick] == []

@@ -174,7 +174,10 @@ TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claim
 def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
                   as_json: bool) -> None:
     """Did it run? Every run of the engine, newest first; `died` marks a tick
-    killed before it finished (SPEC §16)."""
+    killed before it finished.
+
+    \f
+    SPEC §16. (Click shows no help text past the form feed.)"""
     from tick.history import ticks
 
     when = parse_run_at(since, "--since") if since else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -385,10 +385,14 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     return report.as_dict()
 
 
+# Every count of the report is a Tick<Name> metric (`continued` was once left out).
+TICK_COUNTS = tuple(f.name for f in fields(TickReport) if f.name not in ("stop_reason",
+                                                                         "duration_s"))
+
+
 def _publish(report: TickReport, observer: LambdaObserver) -> None:
     observer.publish()
-    for name in ("claimed", "completed", "retried", "failed", "cancelled", "released",
-                 "discarded", "rescued", "pruned", "fired"):
+    for name in TICK_COUNTS:
         metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
                            value=getattr(report, name))
     metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)

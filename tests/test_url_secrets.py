@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.support import run_awc
+from tests.test_lambda import Context
 from tick.producer import enqueue
 
 SECRET = "Pw7sEcReT"  # a password that must never be printed
@@ -120,3 +121,32 @@ def test_a_url_secret_quoted_by_any_library_is_redacted_from_the_awc_line() -> N
     keep_secret(*url_secrets(f"http://user:{SECRET}@gateway"))
     assert shown(f"nonnumeric port: '{SECRET}@gateway'") == "nonnumeric port: '***@gateway'"
     assert SECRET not in shown(f"https://other:{SECRET[::-1]}@elsewhere/")
+
+
+def test_a_log_line_never_carries_a_url_secret() -> None:
+    # A crashed part's error or a library's message may quote a URL setting.
+    import io
+
+    from tick.events import StreamEvents
+    from tick.redaction import keep_secret, url_secrets
+
+    keep_secret(*url_secrets(f"https://user:{SECRET}@push.example:9091"))
+    for fmt in ("json", "text"):
+        out = io.StringIO()
+        StreamEvents(fmt, out).log("error", "part_crashed",
+                                   error=f"InvalidURL: nonnumeric port: '{SECRET}@push'")
+        assert SECRET not in out.getvalue() and "***@push" in out.getvalue()
+
+
+def test_an_error_leaving_the_lambda_never_carries_a_url_secret(
+    lam: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whatever raises inside an invocation (here a handler module that fails
+    # to import, quoting the gateway it was given), the runtime logs a
+    # message with the secret replaced.
+    monkeypatch.setenv("AWC_S3_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWC_PUSHGATEWAY_URL", f"http://user:{SECRET}@127.0.0.1:9")
+    monkeypatch.setenv("AWC_HANDLER_MODULES", f"tests.no_such_module_{SECRET}")
+    with pytest.raises(Exception) as caught:
+        lam.handler({}, Context(10))
+    assert SECRET not in str(caught.value)

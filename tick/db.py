@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
-from tick.redaction import dsn_secrets, keep_secret, redact
+from tick.redaction import dsn_secrets, keep_secret, redacted
 from tick.text import printable
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def describe_target(dsn: str) -> str:
 def scrub(message: str, dsn: str | None = None) -> str:
     """A database error message made safe to print: no password, one line,
     nothing that cannot be written as UTF-8."""
-    text = redact(" ".join(printable(message).split()))
+    text = redacted(" ".join(printable(message).split()))
     if dsn:
         password = _password_of(dsn)
         if password and len(password) >= 3:

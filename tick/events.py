@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol, TextIO
 
 from tick.engine.outcomes import LEVEL as LEVELS
 from tick.engine.outcomes import Label
+from tick.redaction import redacted
 from tick.text import clip
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
@@ -134,7 +135,10 @@ class StreamEvents:
             self._write("".join(lines))
 
     def log(self, level: str, event: str, **fields: Any) -> None:
-        self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **fields}))
+        # A log line's text (a crashed part's error and traceback, a library's
+        # message) may quote a URL setting: its secrets are replaced (SPEC §3).
+        clean = {k: redacted(v) if isinstance(v, str) else v for k, v in fields.items()}
+        self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **clean}))
 
 
 class NullEvents:

@@ -26,12 +26,13 @@ _KEPT: set[str] = set()
 def url_secrets(url: str) -> list[str]:
     """The password of a URL's `user:password@`, as written and decoded, and
     its whole user information; parsed by hand, since a URL that urllib
-    refuses must be redacted too."""
+    refuses must be redacted too. A user name alone is no secret (and
+    `postgres` replaced in every message would help nobody)."""
     rest = url.split("://", 1)[1] if "://" in url else url
     userinfo, at, _ = rest.rpartition("@")
-    if not at or not userinfo:
+    _, colon, password = userinfo.partition(":")
+    if not at or not colon or not password:
         return []
-    password = userinfo.partition(":")[2]
     return [userinfo, unquote(userinfo), password, unquote(password)]
 
 

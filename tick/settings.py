@@ -56,6 +56,7 @@ COUNT_MAX = 10_000_000
 UI_TOKEN_MIN = 16
 UI_TOKEN_MAX = 1024
 
+
 def url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
     """What is wrong with a URL-valued setting, quoting nothing of it (the
     URL may carry a password), or None. A URL urllib cannot read (a bad port,
@@ -188,7 +189,10 @@ class Settings(BaseModel):
             raise ValueError("is not a valid URL") from None
         scheme = parts.scheme
         if scheme not in CAS_SCHEMES:
-            shown = f"'{scheme}'" if scheme.isidentifier() else "missing or not a word"
+            # Quoted only when it is one: in "user:password@bucket" urllib
+            # reads the user name as the scheme.
+            shown = (f"'{scheme}'" if scheme and value.lower().startswith(f"{scheme}://")
+                     else "missing")
             raise ValueError(
                 f"unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
             )

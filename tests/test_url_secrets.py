@@ -158,3 +158,14 @@ def test_a_user_name_alone_is_not_redacted() -> None:
 
     assert url_secrets("postgresql://postgres@127.0.0.1/postgres") == []
     assert SECRET in url_secrets(f"http://user:{SECRET}@host")
+
+
+def test_a_password_from_the_lambdas_rds_secret_is_redacted_too() -> None:
+    import json
+
+    from tick.drivers.aws_lambda import secret_dsn
+    from tick.redaction import redacted
+
+    password = f"rds-{SECRET}-only"
+    secret_dsn(json.dumps({"host": "db", "username": "awc", "password": password}))
+    assert password not in redacted(f"FATAL: something quoted {password} back")

@@ -29,6 +29,7 @@ from tick.engine.outcomes import LEVEL
 from tick.engine.report import TickReport
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
+from tick.redaction import keep_secret
 from tick.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def secret_dsn(text: str) -> str:
         if isinstance(port, bool) or not isinstance(port, int | str) \
                 or not str(port).isdigit() or not isinstance(dbname, str):
             raise SettingsError(f"{SECRET}: the secret's port or dbname is not valid")
+        keep_secret(password)  # redacted from every error from now on (SPEC §3)
         return make_conninfo(host=host, port=str(port), user=user, password=password,
                              dbname=dbname)
     return check_dsn(body, SECRET)

@@ -1,4 +1,4 @@
-# awc in a container (SPEC §25; README, "Containers and Kubernetes").
+# awc in a container (README, "In a container, on Kubernetes with KEDA").
 #
 #   buildah bud --format docker -t awc .          # or: docker build -t awc .
 #   docker run --rm -e DATABASE_URL_FILE=... awc loop

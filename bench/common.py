@@ -22,8 +22,9 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tick.db import connect, redact
+from tick.db import connect
 from tick.migrate import migrate
+from tick.redaction import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

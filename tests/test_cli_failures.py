@@ -152,7 +152,7 @@ def test_an_unwritable_textfile_is_a_startup_error_before_any_job_runs(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:
     job = enqueue(conn, "noop")
-    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": "/proc/awc/awc.prom"}, "tick")
+    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": "/proc/awc.prom"}, "tick")
     assert done.returncode == 1
     assert one_awc_line(done.stderr).startswith("awc: AWC_METRICS_TEXTFILE: cannot write")
     state = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s", (job,))

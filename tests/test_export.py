@@ -98,3 +98,22 @@ def test_tick_pushes_to_a_real_pushgateway(
 
 
 
+
+
+@pytest.mark.parametrize("where", ["a directory", "in a missing directory", "not a .prom file"])
+def test_a_textfile_node_exporter_would_not_read_is_a_startup_error(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path, where: str
+) -> None:
+    # SPEC §2: a directory, or a path in a directory that does not exist (a
+    # typo), is refused before any job runs; awc creates no directory.
+    path = {"a directory": tmp_path,
+            "in a missing directory": tmp_path / "textfle" / "awc.prom",
+            "not a .prom file": tmp_path / "awc.txt"}[where]
+    job = enqueue(conn, "noop")
+    done = run_awc({**awc_env, "AWC_METRICS_TEXTFILE": str(path)}, "tick")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("awc: AWC_METRICS_TEXTFILE: "), done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created, not even a directory
+    state = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s", (job,))
+    assert state.fetchone() == ("PENDING", 0)

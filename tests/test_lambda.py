@@ -324,3 +324,69 @@ def test_the_sample_event_invokes_the_handler_locally_in_one_command(
                          text=True, timeout=60, cwd=ROOT)
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith(
         "awc: invalid event: max_jobs")
+
+
+# -- event fields that reach the database (SPEC §8, §16) ---------------------------------
+
+
+@pytest.mark.parametrize(("event", "request_id", "stored"), [
+    ({"execution_id": "exec\x00-1"}, None, "exec-1"),
+    ({"execution_id": "exec-\udc80"}, None, "exec-\\udc80"),
+    ({"execution_id": "x" * 5000}, None, "x" * 200),
+    ({**CLASSIC_EVENT, "id": "classic\x00\udcff"}, None, "classic\\udcff"),
+    ({**CLASSIC_EVENT, "id": {"nested": "\x00"}}, None, "{'nested': '\\x00'}"),
+    ({}, "request\x00-\ud800", "request-\\ud800"),
+    ({"execution_id": "\x00"}, "req-2", "req-2"),
+], ids=["nul", "surrogate", "overlong", "classic-id", "classic-id-object", "request-id",
+        "only-nul"])
+def test_a_correlation_id_the_database_cannot_hold_is_sanitised_not_fatal(
+    lam: Any, conn: psycopg.Connection[Any], event: dict[str, Any], request_id: str | None,
+    stored: str,
+) -> None:
+    # The issue: a NUL or a lone surrogate in the scheduler's execution id
+    # (or the request id) failed the whole tick with a database error.
+    job = enqueue(conn, "ledger")
+    context = Context(10)
+    if request_id is not None:
+        context.aws_request_id = request_id
+    report = lam.handler(event, context)
+    assert report["completed"] == 1 and job_row(conn, job)["state"] == "COMPLETED"
+    row = conn.execute("SELECT correlation_id, error FROM awc.ticks WHERE driver = 'lambda'"
+                       ).fetchone()
+    assert row == (stored, None)
+
+
+@pytest.mark.parametrize("bad", [
+    {"kinds": ["led\x00ger"]}, {"kinds": ["ledger\udc80"]}, {"kinds": ["k" * 201]},
+    {"queues": ["def\x00ault"]}, {"queues": ["\ud800"]}, {"queues": ["q" * 201]},
+    {"execution_id": 42},
+], ids=["kind-nul", "kind-surrogate", "kind-overlong", "queue-nul", "queue-surrogate",
+        "queue-overlong", "execution-id-not-text"])
+def test_event_text_the_database_cannot_hold_is_an_invalid_event(
+    lam: Any, conn: psycopg.Connection[Any], bad: dict[str, Any]
+) -> None:
+    # Narrowing keys are refused, as a wrong type is (SPEC §8): a kind no
+    # job can have would silently claim nothing.
+    job = enqueue(conn, "ledger")
+    with pytest.raises(ValueError, match="invalid event") as caught:
+        lam.handler(bad, Context(10))
+    assert "\x00" not in str(caught.value) and "\udc80" not in str(caught.value)
+    assert job_row(conn, job)["state"] == "PENDING"
+    assert conn.execute("SELECT count(*) FROM awc.ticks").fetchone() == (0,)
+
+
+def test_emf_carries_every_count_of_the_report(
+    lam: Any, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `continued` was left out of the Tick* metrics as of the README's list.
+    from dataclasses import fields
+
+    from tick.engine.report import TickReport
+
+    capsys.readouterr()
+    report = lam.handler({}, Context(10))
+    tick = next(json.loads(line) for line in capsys.readouterr().out.splitlines()
+                if line.startswith('{"_aws"') and "TickClaimed" in line)
+    counts = [f.name for f in fields(TickReport) if isinstance(report[f.name], int)]
+    assert "continued" in counts
+    assert [name for name in counts if f"Tick{name.capitalize()}" not in tick] == []

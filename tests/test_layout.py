@@ -20,7 +20,8 @@ MAX_LINES = 400
 # Lower layers first. A module may import its own layer and the ones below.
 LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
-    ("tick.text", "tick.errors", "tick.statements", "tick.settings", "tick.db",
+    ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
+     "tick.settings", "tick.db",
      "tick.migrate", "tick.loaders", "tick.embedded", "tick.schedules.times", "tick.history"),
     ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
      "tick.limits"),

@@ -212,6 +212,16 @@ cli.add_command(limits_group)  # tick/cli_limits.py
 cli.add_command(ui_command)  # tick/cli_ui.py
 
 
+def shown(message: str) -> str:
+    """An error message as the `awc:` line prints it (SPEC §3): no secret
+    (whatever library quoted one), and nothing a terminal would act on, so
+    one line whatever foreign text it holds."""
+    from tick.redaction import redacted
+    from tick.text import for_terminal
+
+    return for_terminal(redacted(message))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: one line and exit 1 for any error, 2 for usage."""
     from tick.events import bridge_logging
@@ -226,13 +236,13 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("awc: aborted", err=True)
         sys.exit(1)
     except AwcError as error:
-        click.echo(f"awc: {error}", err=True)
+        click.echo(f"awc: {shown(str(error))}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("awc: interrupted", err=True)
         sys.exit(1)
     except Exception as error:
-        click.echo(f"awc: {_unexpected(error)}", err=True)
+        click.echo(f"awc: {shown(_unexpected(error))}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from tick.settings import Settings, load_settings
+from tick.text import for_terminal
 
 
 def _json_default(value: Any) -> Any:
@@ -154,10 +155,12 @@ def status_command(as_json: bool) -> None:
     age = data["oldest_ready_age_s"]
     click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
     click.echo(f"dead letters: {data['dead_letters']}")
-    for kind, counts in sorted(data["by_kind"].items()):
-        click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+    for kind, counts in sorted(data["by_kind"].items()):  # kinds are the producers'
+        click.echo(f"  {for_terminal(kind)}: "
+                   + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
     for driver, last in sorted(data["last_ticks"].items()):
-        outcome = "failed: " + last["error"] if last["error"] else last["stop_reason"]
+        outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
+                   else last["stop_reason"])
         line = f"last {driver} tick: {last['age_s']:.0f}s ago ({outcome})"
         if last["error"]:
             ok = last["success_age_s"]
@@ -178,7 +181,10 @@ TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claim
 def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
                   as_json: bool) -> None:
     """Did it run? Every run of the engine, newest first; `died` marks a tick
-    killed before it finished (SPEC §16)."""
+    killed before it finished.
+
+    \f
+    SPEC §16. (Click shows no help text past the form feed.)"""
     from tick.history import ticks
 
     when = parse_run_at(since, "--since") if since else None
@@ -204,7 +210,9 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
             return "-"
         if isinstance(value, datetime):
             return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        text = str(value).replace("\n", " ")
+        # A cell may hold a producer's text (a kind, a queue, an error):
+        # escaped, it can neither drive the terminal nor forge a row.
+        text = for_terminal(str(value).replace("\n", " "))
         return text if len(text) <= 60 else text[:57] + "..."
 
     grid = [list(columns)] + [[cell(row[c]) for c in columns] for row in rows]
@@ -244,7 +252,10 @@ def jobs_list(
 @click.argument("job_id", type=int)
 def jobs_show(job_id: int) -> None:
     """Show one job in full (payload included) as JSON, with why it failed:
-    its error history, newest first, with tracebacks (SPEC §22)."""
+    its error history, newest first, with tracebacks.
+
+    \f
+    SPEC §22."""
     from tick.admin import show_job
 
     settings = load_settings()

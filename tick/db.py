@@ -8,12 +8,12 @@ server-side prepared statements off when `AWC_DB_PREPARE=false`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
+from tick.redaction import dsn_secrets, keep_secret, redacted
 from tick.text import printable
 
 if TYPE_CHECKING:
@@ -22,15 +22,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_SECS = 10
 STATEMENT_TIMEOUT_MS = 60_000
 APPLICATION_NAME = "awc"
-
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """`text` with any connection-string password replaced by `***`."""
-    text = _URL_PASSWORD.sub(r"\1***\3", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
 
 
 def _password_of(dsn: str) -> str | None:
@@ -60,7 +51,7 @@ def describe_target(dsn: str) -> str:
 def scrub(message: str, dsn: str | None = None) -> str:
     """A database error message made safe to print: no password, one line,
     nothing that cannot be written as UTF-8."""
-    text = redact(" ".join(printable(message).split()))
+    text = redacted(" ".join(printable(message).split()))
     if dsn:
         password = _password_of(dsn)
         if password and len(password) >= 3:
@@ -108,6 +99,7 @@ def dsn_problem(dsn: str) -> str | None:
 def check_dsn(text: str, source: str) -> str:
     """`text` stripped, or a `SettingsError` naming `source` (blank is missing)."""
     dsn = text.strip()
+    keep_secret(*dsn_secrets(dsn))
     if not dsn:
         raise SettingsError(f"{source} is required but not set")
     problem = dsn_problem(dsn)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol, TextIO
 
 from tick.engine.outcomes import LEVEL as LEVELS
 from tick.engine.outcomes import Label
+from tick.redaction import redacted
 from tick.text import clip
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
@@ -137,7 +138,10 @@ class StreamEvents:
             self._write("".join(lines))
 
     def log(self, level: str, event: str, **fields: Any) -> None:
-        self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **fields}))
+        # A log line's text (a crashed part's error and traceback, a library's
+        # message) may quote a URL setting: its secrets are replaced (SPEC §3).
+        clean = {k: redacted(v) if isinstance(v, str) else v for k, v in fields.items()}
+        self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **clean}))
 
 
 class NullEvents:
@@ -161,7 +165,8 @@ class _EventLog(logging.Handler):
         self._sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
-        from tick.db import redact, scrub
+        from tick.db import scrub
+        from tick.redaction import redacted
 
         try:
             level = "error" if record.levelno >= logging.ERROR else "warning"
@@ -171,7 +176,7 @@ class _EventLog(logging.Handler):
             if error is not None:
                 from tick.tracebacks import exception_traceback
 
-                fields["traceback"] = redact(exception_traceback(error))
+                fields["traceback"] = redacted(exception_traceback(error))
             self._sink.log(level, "library_log", **fields)
         except Exception:  # a log line must never take the process down
             pass

@@ -30,16 +30,32 @@ CUMULATIVE = frozenset({"counter", "histogram", "summary"})
 
 
 def check_textfile(path: str) -> None:
-    """At startup: a textfile that cannot be written is a settings error
-    (SPEC §2), found before any job runs."""
+    """At startup, before any job runs (SPEC §2): the textfile must be a
+    `.prom` file (node_exporter's textfile collector reads no other) in a
+    directory that exists and awc can write to. awc creates no directory: a
+    typo in the path would otherwise put the metrics where node_exporter
+    never looks, and the alert on staleness would be the first sign."""
+    from tick.text import for_terminal
+
     target = Path(path)
+    if target.is_dir():
+        raise SettingsError("AWC_METRICS_TEXTFILE: is a directory; name the .prom file "
+                            "node_exporter reads inside it")
+    if target.suffix != ".prom":
+        raise SettingsError("AWC_METRICS_TEXTFILE: must name a .prom file "
+                            "(node_exporter's textfile collector reads no other)")
+    if target.exists() and not target.is_file():
+        raise SettingsError("AWC_METRICS_TEXTFILE: exists and is not a regular file")
+    shown = for_terminal(str(target.parent))
+    if not target.parent.is_dir():
+        raise SettingsError(f"AWC_METRICS_TEXTFILE: the directory {shown} does not exist "
+                            "(awc creates none)")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         os.close(fd)
         os.unlink(probe)
     except OSError as error:
-        raise SettingsError(f"AWC_METRICS_TEXTFILE: cannot write to {target.parent} "
+        raise SettingsError(f"AWC_METRICS_TEXTFILE: cannot write to {shown} "
                             f"({error.strerror or error})") from None
 
 
@@ -117,8 +133,7 @@ def write_textfile(metrics: Metrics, path: str, ok: bool) -> None:
     """Replace `path` atomically with the run's metrics, counters cumulative."""
     from prometheus_client import generate_latest
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(path)  # its directory was checked at startup; none is created
     with _locked(target):
         if not ok:
             previous = _previous_success(target)
@@ -144,12 +159,25 @@ def write_textfile(metrics: Metrics, path: str, ok: bool) -> None:
 
 
 def push(metrics: Metrics, url: str, worker_id: str, ok: bool) -> None:
-    """POST the run's metrics to the Pushgateway; the success gauge only on success."""
+    """POST the run's metrics to the Pushgateway; the success gauge only on
+    success. A `user:password@` in the URL is sent as HTTP basic auth, never
+    as part of the URL (http.client would read the password as a port)."""
     from prometheus_client import pushadd_to_gateway
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    from tick.settings import without_credentials
+
+    gateway, user, password = without_credentials(url)
+
+    def handler(url: str, method: str, timeout: float | None, headers: list[tuple[str, str]],
+                data: bytes) -> Any:
+        if user is None:
+            return default_handler(url, method, timeout, headers, data)
+        return basic_auth_handler(url, method, timeout, headers, data, user, password or "")
 
     grouping = {"instance": worker_id}
-    pushadd_to_gateway(url, job="awc_tick", registry=metrics.registry, grouping_key=grouping,
-                       timeout=10)
+    pushadd_to_gateway(gateway, job="awc_tick", registry=metrics.registry,
+                       grouping_key=grouping, timeout=10, handler=handler)
     if ok:
-        pushadd_to_gateway(url, job="awc_tick", registry=metrics.success_registry,
-                           grouping_key=grouping, timeout=10)
+        pushadd_to_gateway(gateway, job="awc_tick", registry=metrics.success_registry,
+                           grouping_key=grouping, timeout=10, handler=handler)

@@ -56,6 +56,38 @@ COUNT_MAX = 10_000_000
 UI_TOKEN_MIN = 16
 UI_TOKEN_MAX = 1024
 
+
+def url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
+    """What is wrong with a URL-valued setting, quoting nothing of it (the
+    URL may carry a password), or None. A URL urllib cannot read (a bad port,
+    a broken IPv6 host) is refused here: handed on, a library quotes it back
+    in its error, user information and all (SPEC §3)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not 0-65535
+    except ValueError:
+        return ("is not a valid URL (check the host and the port; percent-encode "
+                "'@', ':', '/' in a user or password)")
+    if parts.scheme not in schemes:
+        return "must be an " + " or ".join(f"{s}://" for s in schemes) + " URL"
+    if not parts.hostname:
+        return "has no host"
+    return None
+
+
+def without_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """A (validated) URL without its `user:password@`, and the user and the
+    password, percent-decoded."""
+    from urllib.parse import unquote, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None, None
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+    return (urlunsplit(bare), unquote(parts.username),
+            unquote(parts.password) if parts.password is not None else None)
+
+
 Flag = Annotated[bool, BeforeValidator(_strict_bool)]
 Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -151,13 +183,62 @@ class Settings(BaseModel):
     def _check_cas_scheme(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        scheme = urlsplit(value).scheme
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ValueError("is not a valid URL") from None
+        scheme = parts.scheme
         if scheme not in CAS_SCHEMES:
-            shown = f"'{scheme}'" if scheme else "missing"
+            # Quoted only when it is one: in "user:password@bucket" urllib
+            # reads the user name as the scheme.
+            shown = (f"'{scheme}'" if scheme and value.lower().startswith(f"{scheme}://")
+                     else "missing")
             raise ValueError(
                 f"unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
             )
+        if "@" in parts.netloc:
+            raise ValueError("holds user information; S3 takes its credentials from the "
+                             "environment or a role, never from the URL")
         return value
+
+    @field_validator("pushgateway_url")
+    @classmethod
+    def _check_pushgateway_url(cls, value: str | None) -> str | None:
+        # Like prometheus-client, a bare host:port means http://. A
+        # user:password@ is sent as HTTP basic auth (tick.export.push).
+        if value is None:
+            return None
+        url = value if "://" in value else f"http://{value}"
+        problem = url_problem(url, ("http", "https"))
+        if problem is not None:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("s3_endpoint_url")
+    @classmethod
+    def _check_s3_endpoint_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = url_problem(value, ("http", "https"))
+        if problem is not None:
+            raise ValueError(problem)
+        if urlsplit(value).username is not None:
+            raise ValueError("holds user information; S3 takes its credentials from the "
+                             "environment or a role, never from the URL")
+        return value
+
+    def secrets(self) -> list[str]:
+        """What must never be printed: the user information of every
+        URL-valued setting, the database password, the console's token."""
+        from tick.redaction import dsn_secrets, url_secrets
+
+        found = [] if self.database_url is None else dsn_secrets(
+            self.database_url.get_secret_value())
+        for url in (self.cas_url, self.pushgateway_url, self.s3_endpoint_url):
+            found.extend(url_secrets(url or ""))
+        if self.ui_token is not None:
+            found.append(self.ui_token.get_secret_value())
+        return found
 
     @property
     def handler_module_names(self) -> list[str]:
@@ -234,8 +315,18 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the environment once; CLI flags arrive as `overrides` and win."""
+    from tick.redaction import keep_secret, url_secrets
+
     clean = {key: value for key, value in overrides.items() if value is not None}
+    given = {**from_environment(), **clean}
+    # Kept before validation, so that no error path of a bad value can quote them.
+    for field in ("database_url", "cas_url", "pushgateway_url", "s3_endpoint_url"):
+        value = given.get(field)
+        keep_secret(*url_secrets(value.get_secret_value() if isinstance(value, SecretStr)
+                                 else str(value or "")))
     try:
-        return Settings(**{**from_environment(), **clean})
+        settings = Settings(**given)
     except ValidationError as error:
         raise SettingsError(describe(error)) from None
+    keep_secret(*settings.secrets())
+    return settings

@@ -19,6 +19,32 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "")
 
 
+# What a terminal acts on instead of showing (SPEC §3, §9): C0 controls (ESC
+# opens a sequence that can write the clipboard or move the cursor; CR, LF
+# and TAB forge rows and columns), DEL, the C1 controls (8-bit CSI and OSC),
+# the Unicode line separators, and the bidirectional marks, overrides and
+# isolates that reorder the text after them.
+_TERMINAL_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def for_terminal(text: str) -> str:
+    """`text` as a terminal may show it: every character a terminal would act
+    on, and every lone surrogate, written as its escape (`\\x1b`, `\\u202e`),
+    so that producer-controlled text (a kind, a queue, a schedule's name, an
+    error) can neither send a sequence nor forge a row of a table."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    elif text.isprintable():
+        return text
+    return _TERMINAL_UNSAFE.sub(_escape, text)
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, saying how long it was."""
     if len(text) <= limit:

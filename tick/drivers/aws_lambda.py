@@ -16,19 +16,20 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from tick.drivers.compose import engine_for, record_failure, tick_spec
+from tick.drivers.lambda_event import correlation_text, parse_event
 from tick.engine.api import Engine
 from tick.engine.outcomes import LEVEL
 from tick.engine.report import TickReport
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
+from tick.redaction import keep_secret
 from tick.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -37,46 +38,6 @@ if TYPE_CHECKING:
 NAMESPACE = "awc"
 logger = Logger(service="awc")
 metrics = Metrics(namespace=NAMESPACE, service="awc")
-
-
-NonEmpty = Annotated[StrictStr, Field(min_length=1)]
-
-
-class TickEvent(BaseModel):
-    """The keys of an invocation event that narrow the tick; others are ignored
-    (AWS envelopes carry many). Types are strict (SPEC §8): `true`, `"3"` or
-    `2.0` is not a `max_jobs`. An empty `kinds` or `queues` list is refused
-    rather than guessed at (claim nothing? claim everything?): leave the key
-    out to claim every kind or queue."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    max_jobs: StrictInt | None = Field(default=None, gt=0, le=10_000_000)
-    kinds: list[NonEmpty] | None = Field(default=None, min_length=1)
-    queues: list[NonEmpty] | None = Field(default=None, min_length=1)
-    # Set by awc's schedule Input (template.yaml).
-    execution_id: str | None = None
-    scheduled_time: str | None = None
-
-
-def parse_event(event: Any) -> tuple[TickEvent, str | None]:
-    """The validated event and its correlation id; `ValueError` if malformed."""
-    if event is None:
-        event = {}
-    if not isinstance(event, dict):
-        raise ValueError("invalid event: expected a JSON object")
-    try:
-        parsed = TickEvent.model_validate(event)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-            for e in error.errors(include_input=False, include_url=False)
-        )
-        raise ValueError(f"invalid event: {problems}") from None
-    correlation = parsed.execution_id
-    if correlation is None and event.get("source") == "aws.events":
-        correlation = str(event.get("id")) if event.get("id") else None
-    return parsed, correlation
 
 
 class LambdaEvents:
@@ -294,6 +255,7 @@ def secret_dsn(text: str) -> str:
         if isinstance(port, bool) or not isinstance(port, int | str) \
                 or not str(port).isdigit() or not isinstance(dbname, str):
             raise SettingsError(f"{SECRET}: the secret's port or dbname is not valid")
+        keep_secret(password)  # redacted from every error from now on (SPEC §3)
         return make_conninfo(host=host, port=str(port), user=user, password=password,
                              dbname=dbname)
     return check_dsn(body, SECRET)
@@ -303,6 +265,21 @@ def secret_dsn(text: str) -> str:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: Any, context: Any) -> dict[str, Any]:
     """Run one tick and return its report (SPEC §6 keys)."""
+    try:
+        return _invoke(event, context)
+    except Exception as error:
+        # The runtime logs the message of what leaves the handler: a secret
+        # any library quoted in it (a URL setting's password) is replaced
+        # first (SPEC §3). The type, and so Lambda's error count, stays.
+        from tick.redaction import redacted
+
+        message = str(error)
+        if redacted(message) != message:
+            error.args = (redacted(message),)
+        raise
+
+
+def _invoke(event: Any, context: Any) -> dict[str, Any]:
     began = time.monotonic()
     parsed, correlation = parse_event(event)
     logger.set_correlation_id(correlation)
@@ -319,10 +296,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     engine.observer = observer
     # The history row names the invocation: the scheduler's execution id, or
     # the request id (SPEC §16).
-    request = getattr(context, "aws_request_id", None)
+    request = correlation_text(getattr(context, "aws_request_id", None))
     spec = tick_spec(settings, deadline=deadline, max_jobs=parsed.max_jobs,
                      kinds=parsed.kinds, queues=parsed.queues, driver="lambda",
-                     correlation_id=correlation or (str(request) if request else None))
+                     correlation_id=correlation or request)
     try:
         try:
             report = engine.run(spec)
@@ -349,10 +326,14 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     return report.as_dict()
 
 
+# Every count of the report is a Tick<Name> metric (`continued` was once left out).
+TICK_COUNTS = tuple(f.name for f in fields(TickReport) if f.name not in ("stop_reason",
+                                                                         "duration_s"))
+
+
 def _publish(report: TickReport, observer: LambdaObserver) -> None:
     observer.publish()
-    for name in ("claimed", "completed", "retried", "failed", "cancelled", "released",
-                 "discarded", "rescued", "pruned", "fired"):
+    for name in TICK_COUNTS:
         metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
                            value=getattr(report, name))
     metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)

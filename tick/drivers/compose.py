@@ -165,12 +165,13 @@ def record_failure(settings: Settings, start: TickStart | None, tick_id: int | N
     import contextlib
 
     from tick.history import finish, record
+    from tick.redaction import redacted
 
     if start is None:
         return
     with contextlib.suppress(Exception), connect((dsn or settings.dsn)(),
                                                  prepare=settings.db_prepare) as conn:
-        message = f"awc: {error}"[:1000]
+        message = f"awc: {redacted(str(error))}"[:1000]
         if tick_id is not None:
             finish(conn, tick_id, None, message)
         else:

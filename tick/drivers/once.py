@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from http.client import HTTPException
 from typing import Any
 
 from tick.drivers.compose import (
@@ -71,8 +72,9 @@ def _export(settings: Settings, metrics: Any, duration: float, ok: bool) -> None
     if settings.pushgateway_url:
         try:
             push(metrics, settings.pushgateway_url, settings.worker_id, ok)
-        except OSError as error:
-            # The tick's work is done and recorded; a missed push is only a gap.
+        except (OSError, ValueError, HTTPException) as error:
+            # The tick's work is done and recorded; a missed push is only a
+            # gap. Named by type: a message could quote the URL.
             StreamEvents(settings.log_format).log(
                 "warning", "pushgateway_failed", error=type(error).__name__)
 

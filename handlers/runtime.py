@@ -42,10 +42,15 @@ class Runtime:
     def _open_pool(self) -> ConnectionPool:
         from psycopg_pool import ConnectionPool
 
+        from tick.watchdog import WatchedConnection
+
         with self._lock:
             if self._pool is None:
                 self._pool = ConnectionPool(
                     self.settings.dsn(),
+                    # A silent database fails a handler's write in bounded
+                    # time instead of holding its thread forever.
+                    connection_class=WatchedConnection,
                     min_size=1,
                     max_size=max(2, self.settings.worker_concurrency),
                     kwargs={

@@ -154,6 +154,13 @@ class Coordinator:
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
         unrecorded outcome; False if a stop came first and its grace ran out."""
+        self.e.unreachable_since = time.monotonic()  # the loop is unready meanwhile
+        try:
+            return self._reconnect()
+        finally:
+            self.e.unreachable_since = None
+
+    def _reconnect(self) -> bool:
         attempt = 0
         while True:
             self.e.observer.api_error("database")

@@ -20,6 +20,7 @@ from tick.drivers.compose import (
     loop_spec,
     open_database,
     prepare_handlers,
+    record_failure,
 )
 from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
@@ -199,9 +200,11 @@ def run_loop(
         began = time.monotonic()
         try:
             last = engine.run(spec, stop)
-        except DatabaseError:
+        except DatabaseError as error:
             metrics.api_error("database")
             metrics.tick_finished("loop", time.monotonic() - began, ok=False)
+            if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
+                record_failure(settings, spec.history, engine.last_tick_id, error)
             raise
         if last.claimed:
             report(last)

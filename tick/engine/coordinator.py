@@ -105,6 +105,8 @@ class Coordinator:
             self._round_trip(claim)
         if now >= self.next_fence_check:
             self._check_fences(now)
+        if now >= self.row.renew_at:
+            self._keep_row_alive(now)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
         if not self.running and not self.claims.may_claim_later():
@@ -150,6 +152,22 @@ class Coordinator:
 
     def _close_history(self) -> None:
         self.row.close(self.e.conn, self.report, self.began, self.e.events)
+        if self.spec.continuous:
+            self.e.last_tick_id = None  # the stretch's row is complete: no failure to record on it
+
+    def _keep_row_alive(self, now: float) -> None:
+        """The open stretch's row is due a renewal (SPEC §16): a lost
+        connection is the run's to recover; a refused renewal only a warning."""
+        from tick.db import connection_lost
+
+        conn = self.e.conn
+        try:
+            self.row.keep_alive(conn, now)
+        except Exception as error:
+            if connection_lost(conn):
+                raise as_database_error(error, "renewing the tick history row", conn) from None
+            self.row.renew_at = now + self.spec.lease_secs / 2
+            self.e.events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
@@ -240,14 +258,20 @@ class Coordinator:
         sent = time.monotonic()
         conn = self.e.conn
         closing = self._foresee(claim, batch)
+        # A loop's first claim of a stretch opens the stretch's row (SPEC §16).
+        opening = self.row.opening(claim) if closing is None and not self.report.claimed \
+            else None
         try:
             result = send(conn, batch, claim, self.e.events,
-                          None if closing is None else closing[0])
+                          closing[0] if closing is not None else opening)
         except Exception as error:
             self.flush.put_back(batch)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:
             self.row.wrote(closing[1])
+        elif opening is not None and result.tail_id is not None:
+            self.row.opened(result.tail_id, sent)
+            self.e.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
         try:
             settle(conn, batch.written, result.recorded, self.report, self.e.events,
                    self.e.observer)

@@ -165,3 +165,13 @@ def test_a_console_page_answers_503_when_the_database_falls_silent(
     finally:
         proxy.answer()
         stop(proc)
+
+
+def test_a_healthy_slow_statement_is_never_taken_for_a_silent_server() -> None:
+    """The default bound outlasts the server's own statement timeout: a
+    statement that long is cancelled and answered by the server first."""
+    from tick.db import STATEMENT_TIMEOUT_MS
+    from tick.watchdog import EXCHANGE_LIMIT_SECS, WatchedConnection
+
+    assert EXCHANGE_LIMIT_SECS > STATEMENT_TIMEOUT_MS / 1000
+    assert WatchedConnection.limit_secs == EXCHANGE_LIMIT_SECS

@@ -76,8 +76,7 @@ def make_server(
     if the address cannot be bound. `/readyz` answers 503 naming any dead
     part and any of `troubles()` (by default: this process's exchanges with
     the database unanswered for `STUCK_SECS`), all in-process state."""
-    if troubles is None:
-        troubles = database_troubles
+    unready: Callable[[], list[str]] = troubles or database_troubles
 
     class Handler(BaseHTTPRequestHandler):
         timeout = REQUEST_TIMEOUT_SECS  # a socket timeout per connection
@@ -97,7 +96,7 @@ def make_server(
                 self._json(200, {"status": "ok", "parts": parts})
             elif path == "/readyz":
                 dead = supervisor.dead()
-                database = troubles()
+                database = unready()
                 if dead or database:
                     body: dict[str, Any] = {"status": "unavailable"}
                     if dead:

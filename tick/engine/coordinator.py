@@ -106,7 +106,7 @@ class Coordinator:
         if now >= self.next_fence_check:
             self._check_fences(now)
         if now >= self.row.renew_at:
-            self._keep_row_alive(now)
+            self.row.keep_alive(self.e.conn, now, self.e.events)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
         if not self.running and not self.claims.may_claim_later():
@@ -154,20 +154,6 @@ class Coordinator:
         self.row.close(self.e.conn, self.report, self.began, self.e.events)
         if self.spec.continuous:
             self.e.last_tick_id = None  # the stretch's row is complete: no failure to record on it
-
-    def _keep_row_alive(self, now: float) -> None:
-        """The open stretch's row is due a renewal (SPEC §16): a lost
-        connection is the run's to recover; a refused renewal only a warning."""
-        from tick.db import connection_lost
-
-        conn = self.e.conn
-        try:
-            self.row.keep_alive(conn, now)
-        except Exception as error:
-            if connection_lost(conn):
-                raise as_database_error(error, "renewing the tick history row", conn) from None
-            self.row.renew_at = now + self.spec.lease_secs / 2
-            self.e.events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every

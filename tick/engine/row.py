@@ -57,14 +57,22 @@ class HistoryRow:
         self.tick_id = tick_id
         self.renew_at = now + self.spec.lease_secs / 2
 
-    def keep_alive(self, conn: psycopg.Connection[Any], now: float) -> None:
+    def keep_alive(self, conn: psycopg.Connection[Any], now: float, events: EventSink) -> None:
         """Push the open stretch row's deadline back when due: the loop is
         alive, so the stretch has not died. Off the hot path (once per half
-        lease)."""
+        lease). A lost connection is the run's to recover (`DatabaseError`);
+        a refused renewal is only a warning."""
+        from tick.db import as_database_error, connection_lost
+
         if self.tick_id is None or now < self.renew_at:
             return
-        renew(conn, self.tick_id, self.spec.lease_secs)
         self.renew_at = now + self.spec.lease_secs / 2
+        try:
+            renew(conn, self.tick_id, self.spec.lease_secs)
+        except Exception as error:
+            if connection_lost(conn):
+                raise as_database_error(error, "renewing the tick history row", conn) from None
+            events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def closing(self, report: TickReport, slots: list[str], began: float) -> Tail | None:
         """The statement that ends the row as `report` says, unless a claim

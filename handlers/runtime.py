@@ -63,7 +63,7 @@ class Runtime:
                     check=ConnectionPool.check_connection,
                     # Rules compare timestamps: infinity must order after
                     # every now(), never fail the row (SPEC §4.2).
-                    configure=clamp_timestamps,
+                    configure=_configure,
                     name="awc-handlers",
                     open=True,
                 )
@@ -82,6 +82,13 @@ class Runtime:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    # Named so the loop's readiness leaves a handler's slow statement to its
+    # job's deadline (tick.watchdog).
+    conn.purpose = "handlers"  # type: ignore[attr-defined]
+    clamp_timestamps(conn)
 
 
 _RUNTIME: Runtime | None = None

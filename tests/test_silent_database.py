@@ -18,6 +18,7 @@ import pytest
 
 from tests.silent_proxy import SilentProxy
 from tests.support import (
+    configure_handlers,
     free_port,
     http_get,
     http_up,
@@ -175,3 +176,21 @@ def test_a_healthy_slow_statement_is_never_taken_for_a_silent_server() -> None:
 
     assert EXCHANGE_LIMIT_SECS > STATEMENT_TIMEOUT_MS / 1000
     assert WatchedConnection.limit_secs == EXCHANGE_LIMIT_SECS
+
+
+def test_the_handlers_connections_are_bounded_too(db_url: str) -> None:
+    """A built-in handler's own writes go through watched connections: a
+    silent database fails them in bounded time, never holds the slot's
+    thread forever; readiness leaves them to the job's deadline."""
+    from tick.handlers.runtime import runtime
+    from tick.handlers.stores import open_store
+
+    from tick.watchdog import WatchedConnection
+
+    configure_handlers(db_url, open_store("memory://"))
+    try:
+        with runtime().connection() as handlers_conn:
+            assert isinstance(handlers_conn, WatchedConnection)
+            assert handlers_conn.purpose == "handlers"
+    finally:
+        runtime().close()

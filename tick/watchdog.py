@@ -104,13 +104,18 @@ def watch(conn: psycopg.Connection[Any], *, answer_by: float | None,
         conn.limit_secs = limit_secs
 
 
+# Connections whose slow exchange is a job's business (its deadline cuts it),
+# not the process's readiness.
+NOT_FOR_READINESS = frozenset({"handlers"})
+
+
 def stuck(longer_than: float) -> list[str]:
-    """The open connections of this process whose exchange has waited for the
-    server longer than `longer_than` seconds, as "<purpose>: no answer for N
-    s"; no I/O (SPEC §7.2: `/readyz`)."""
+    """The open connections of this process (but the handlers') whose
+    exchange has waited for the server longer than `longer_than` seconds, as
+    "<purpose>: no answer for N s"; no I/O (SPEC §7.2: `/readyz`)."""
     now = time.monotonic()
     with _LIVE_LOCK:
-        conns = list(_LIVE)
+        conns = [c for c in _LIVE if c.purpose not in NOT_FOR_READINESS]
     out = []
     for conn in conns:
         since = conn.waiting_since

@@ -194,3 +194,21 @@ def test_the_handlers_connections_are_bounded_too(db_url: str) -> None:
             assert handlers_conn.purpose == "handlers"
     finally:
         runtime().close()
+
+
+def test_applying_a_migration_is_never_cut_by_a_ticks_deadline(db_url: str) -> None:
+    """Past a tick's deadline an exchange gets a moment, not a hang; but a
+    migration file (minutes on a large table) keeps its own bound, or every
+    tick would cut it and roll it back again."""
+    from tick.watchdog import NoAnswer, migrating, watch
+
+    with connect(db_url) as late:
+        watch(late, answer_by=time.monotonic() - 1)
+        with pytest.raises(NoAnswer):
+            late.execute("SELECT pg_sleep(1)")
+    with connect(db_url) as migrating_conn:
+        deadline = time.monotonic() - 1
+        watch(migrating_conn, answer_by=deadline)
+        with migrating(migrating_conn):
+            migrating_conn.execute("SELECT pg_sleep(1)")
+        assert getattr(migrating_conn, "answer_by", None) == deadline

@@ -24,6 +24,8 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 import psycopg
@@ -40,6 +42,12 @@ EXCHANGE_LIMIT_SECS = 65.0
 # An exchange that starts past its `answer_by` still gets this long: a
 # healthy server answers in milliseconds, a silent one cannot hold it.
 MIN_WAIT_SECS = 0.25
+
+# Applying a migration file: many statements, each under the statement
+# timeout, in one exchange; a file on a large table may legitimately take
+# minutes, and must never be cut by a tick's deadline (it would roll back,
+# and every later tick would cut it again).
+MIGRATION_LIMIT_SECS = 600.0
 
 # psycopg's waiting functions raise this private OperationalError subclass
 # when their timeout expires (psycopg >= 3.3, pinned in pyproject). Named
@@ -107,6 +115,21 @@ def watch(conn: psycopg.Connection[Any], *, answer_by: float | None,
 # Connections whose slow exchange is a job's business (its deadline cuts it),
 # not the process's readiness.
 NOT_FOR_READINESS = frozenset({"handlers"})
+
+
+@contextmanager
+def migrating(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Inside: `conn`'s exchanges are bounded for applying a migration
+    (`MIGRATION_LIMIT_SECS`, no deadline); the bounds before, after."""
+    if not isinstance(conn, WatchedConnection):
+        yield
+        return
+    before = conn.answer_by, conn.limit_secs
+    conn.answer_by, conn.limit_secs = None, MIGRATION_LIMIT_SECS
+    try:
+        yield
+    finally:
+        conn.answer_by, conn.limit_secs = before
 
 
 def stuck(longer_than: float) -> list[str]:

@@ -22,6 +22,7 @@ class SilentProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._sockets: list[socket.socket] = []
+        self._refusing = False
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
@@ -36,8 +37,17 @@ class SilentProxy:
         self._flowing.clear()
 
     def answer(self) -> None:
-        """Forward again, what was held first."""
+        """Forward again, what was held first; accept connections again."""
+        self._refusing = False
         self._flowing.set()
+
+    def cut(self) -> None:
+        """Close every connection and every new one at once, until `answer()`
+        (a database gone, not silent)."""
+        self._refusing = True
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._flowing.set()
@@ -60,6 +70,9 @@ class SilentProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._refusing:
+                client.close()
+                continue
             try:
                 server = self._upstream()
             except OSError:

@@ -150,6 +150,31 @@ def test_the_loop_is_unready_while_a_round_trip_is_stuck_and_ready_once_answered
     assert proc.returncode == 0, err[-2000:]
 
 
+def test_the_loop_is_unready_while_it_reconnects_to_a_lost_database(
+    awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    port = free_port()
+    env = {**through(proxy, awc_env), "AWC_METRICS_PORT": str(port),
+           "AWC_WORKER_POLL_INTERVAL_MS": "200"}
+    proc = spawn(env, "loop")
+    try:
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/readyz"), timeout=30,
+                 what="readiness")
+        proxy.cut()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 503, timeout=20,
+                 interval=0.2, what="/readyz to see the lost database")
+        body = json.loads(http_get(f"http://127.0.0.1:{port}/readyz")[1])
+        assert any("unreachable" in line for line in body["database"]), body
+        proxy.answer()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
+                 interval=0.5, what="readiness once reconnected")
+    finally:
+        proxy.answer()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
 def test_a_console_page_answers_503_when_the_database_falls_silent(
     awc_env: dict[str, str], proxy: SilentProxy
 ) -> None:

@@ -9,8 +9,8 @@ every byte and answers none, and psycopg then waits forever. So every awc
 connection is a `WatchedConnection`: each wait for the server is given a
 timeout by psycopg's own waiting function (no thread, no signal), and a wait
 that runs out closes the connection and raises `NoAnswer`, which every
-caller already treats as a lost connection. See docs/decisions (h3: a
-silent database).
+caller already treats as a lost connection. See
+docs/decisions/XXXX-h3-a-silent-database.md.
 
 The bound of a wait is the connection's `limit_secs` (by default the server's
 own statement timeout plus a grace: a healthy server answers or cancels by

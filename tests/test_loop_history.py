@@ -89,3 +89,31 @@ def test_a_live_stretch_longer_than_its_lease_never_shows_died(
         engine.wake()
         runner.join(30)
         engine.close()
+
+
+def test_a_stretch_row_costs_the_loop_no_round_trip(conn: psycopg.Connection[Any]) -> None:
+    """SPEC §16: opened in its first claim's round trip, completed in its
+    last; the same exchanges as a loop that keeps no history."""
+    from tests.test_tick import registry_with
+    from tick.db import exchanges
+    from tick.engine.api import Engine, RunSpec
+    from tick.history import TickStart
+    from tick.producer import enqueue_many
+
+    engine = Engine(lambda: conn, registry=registry_with(noop=lambda ctx, payload: None))
+
+    def stretch(history: bool) -> None:
+        stop = threading.Event()
+        spec = RunSpec(history=TickStart("loop", "w-rt") if history else None,
+                       continuous=True, concurrency=1, poll_interval_s=30,
+                       on_report=lambda report: stop.set())  # one stretch, then stop
+        engine.run(spec, stop)
+
+    counts = []
+    for history in (False, True, False):
+        enqueue_many(conn, [{"kind": "noop"}] * 3)
+        counts.append(exchanges(conn, lambda h=history: stretch(h)))
+    assert counts[0] == counts[2], counts  # deterministic
+    assert counts[1] == counts[0], counts
+    (row,) = loop_rows(conn)
+    assert (row["claimed"], row["completed"], row["finished_at"] is not None) == (3, 3, True)

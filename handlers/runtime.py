@@ -42,10 +42,15 @@ class Runtime:
     def _open_pool(self) -> ConnectionPool:
         from psycopg_pool import ConnectionPool
 
+        from tick.watchdog import WatchedConnection
+
         with self._lock:
             if self._pool is None:
                 self._pool = ConnectionPool(
                     self.settings.dsn(),
+                    # A silent database fails a handler's write in bounded
+                    # time instead of holding its thread forever.
+                    connection_class=WatchedConnection,
                     min_size=1,
                     max_size=max(2, self.settings.worker_concurrency),
                     kwargs={
@@ -58,7 +63,7 @@ class Runtime:
                     check=ConnectionPool.check_connection,
                     # Rules compare timestamps: infinity must order after
                     # every now(), never fail the row (SPEC §4.2).
-                    configure=clamp_timestamps,
+                    configure=_configure,
                     name="awc-handlers",
                     open=True,
                 )
@@ -77,6 +82,13 @@ class Runtime:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    # Named so the loop's readiness leaves a handler's slow statement to its
+    # job's deadline (tick.watchdog).
+    conn.purpose = "handlers"  # type: ignore[attr-defined]
+    clamp_timestamps(conn)
 
 
 _RUNTIME: Runtime | None = None

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     import socket
 
 POOL_SIZE = 4  # uvicorn's worker threads borrow these; pages are short
+# Longest a page waits for the database, for a pooled connection or for one
+# exchange (SPEC §19: a page's queries answer in under 300 ms).
+PAGE_ANSWER_SECS = 10.0
 SERVING = "awc ui: serving on "  # the line printed once the socket listens
 
 
@@ -83,8 +86,18 @@ def ui_command(host: str, port: int) -> None:
     dsn = settings.dsn()
     open_operator_database(settings).close()  # reachable, and the schema is current
     sock = listen(host, port)
+    from tick.watchdog import WatchedConnection
+
+    def configure(conn: Any) -> None:
+        # A page's statements take milliseconds: a database silent for longer
+        # is a 503 page, never a page that hangs (tick.watchdog).
+        conn.limit_secs = PAGE_ANSWER_SECS
+        conn.purpose = "console"
+        operator_session(conn)
+
     pool: ConnectionPool[Any] = ConnectionPool(
-        dsn, min_size=1, max_size=POOL_SIZE, open=False, configure=operator_session,
+        dsn, min_size=1, max_size=POOL_SIZE, open=False, configure=configure,
+        connection_class=WatchedConnection, timeout=PAGE_ANSWER_SECS,
         kwargs=connect_options(prepare=settings.db_prepare), name="awc-ui")
     pool.open(wait=True, timeout=10)
     try:

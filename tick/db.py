@@ -201,17 +201,34 @@ def connect_options(*, prepare: bool = True) -> dict[str, Any]:
     }
 
 
-def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
+def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
+            purpose: str = "database", **kwargs: Any) -> psycopg.Connection[Any]:
     """Open an autocommit connection with awc's timeouts.
 
+    Every exchange on it answers within its bound, or the connection is
+    closed (`tick.watchdog`); `answer_by` (a `time.monotonic()` instant, a
+    driver's deadline plus its grace) bounds the connect and every later
+    exchange too, so a tick keeps its deadline against a silent server.
     A failure is a `DatabaseError` whose text names the target without its
-    password.
+    password. `purpose` names it where a stuck exchange is reported.
     """
+    import time
+
     import psycopg
 
+    from tick.watchdog import WatchedConnection, watch
+
+    options = connect_options(prepare=prepare)
+    if answer_by is not None:
+        # libpq's minimum is 2 s; whole seconds only.
+        left = max(int(answer_by - time.monotonic()), 2)
+        options["connect_timeout"] = min(CONNECT_TIMEOUT_SECS, left)
     try:
-        return psycopg.connect(dsn, **connect_options(prepare=prepare), **kwargs)
+        conn = WatchedConnection.connect(dsn, **options, **kwargs)
     except psycopg.Error as error:
         raise database_error(
             error, dsn, f"cannot connect to {describe_target(dsn)}"
         ) from None
+    watch(conn, answer_by=answer_by)
+    conn.purpose = purpose  # how the loop's /readyz names it
+    return conn

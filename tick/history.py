@@ -8,9 +8,11 @@ whose claim, if it comes back empty, leaves nothing running. If the run then
 ended otherwise than that statement foresaw (its claim took jobs, a fence
 refused an outcome, a stop came), the row is completed once more after the
 run, off the hot path; a failed run's row gets its `awc:` error. A row left
-unfinished past its deadline is a tick that died. The loop writes one whole
-row per busy stretch the same way, and at most one per maintenance interval
-while idle.
+unfinished past its deadline is a tick that died. The loop opens a row for
+each busy stretch in the round trip of its first claim (`opening`), keeps
+pushing its deadline back while it runs (`renew`: a lease on the row), and
+completes it the same way, so a loop killed mid-stretch leaves a row that
+shows it died; while idle it writes at most one row per maintenance interval.
 """
 
 from __future__ import annotations
@@ -88,6 +90,17 @@ def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
     assert start is not None
     return "record_tick", {**start.params(), "started_at": started_at, "error": None,
                            "slots": slots, **counts(report)}
+
+
+def opening(start: TickStart, slots: list[str], lease_secs: float) -> Tail:
+    """The statement that opens a loop stretch's row if the claim sent with
+    it (for `slots`) takes a job: the stretch began. It returns the row's id."""
+    return "open_stretch", {**start.params(), "slots": slots, "lease_secs": lease_secs}
+
+
+def renew(conn: psycopg.Connection[Any], tick_id: int, lease_secs: float) -> None:
+    """Push back the deadline of a running stretch's row: it has not died."""
+    conn.execute(sql("renew_tick"), {"id": tick_id, "lease_secs": lease_secs})
 
 
 def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) -> None:

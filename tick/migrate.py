@@ -122,6 +122,8 @@ def migrate(
     `conn` is an autocommit connection; the whole run is one transaction, so a
     migration that fails leaves nothing half-applied.
     """
+    from tick.watchdog import migrating
+
     known = shipped()
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
@@ -136,7 +138,8 @@ def migrate(
         if pending:
             conn.execute(_CREATE_LEDGER)
         for migration in pending:
-            conn.execute(migration.sql.encode("utf-8"))
+            with migrating(conn):  # long on a large table; never cut by a tick's deadline
+                conn.execute(migration.sql.encode("utf-8"))
             conn.execute(
                 "INSERT INTO awc.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
                 (migration.version, migration.name, migration.checksum),

@@ -109,6 +109,7 @@ class RoundTrip:
     extended: dict[int, float]
     claimed: list[ClaimedRow]
     tail_done: bool = False  # the tail statement returned a row
+    tail_id: int | None = None  # the id it returned (a history row's)
     # jobs whose checkpoint the server refused, with why (type: first line)
     refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
@@ -207,8 +208,9 @@ def round_trip(
             claimed.append(ClaimedRow._make(row[:-1]))
     if claim_cur is not None:
         claimed.extend(map(ClaimedRow._make, claim_cur.fetchall()))
-    tail_done = tail_cur is not None and tail_cur.fetchone() is not None
-    return RoundTrip(recorded, extended, claimed, tail_done, held_back=held_back)
+    tail_row = tail_cur.fetchone() if tail_cur is not None else None
+    return RoundTrip(recorded, extended, claimed, tail_row is not None,
+                     tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back)
 
 
 def record_each(

@@ -158,7 +158,8 @@ class Warm:
             prepare_handlers(settings)
             self.prepared = True
 
-    def connection(self, settings: Settings) -> psycopg.Connection[Any]:
+    def connection(self, settings: Settings,
+                   answer_by: float | None = None) -> psycopg.Connection[Any]:
         """The warm connection, or a new one when there is none or it broke.
 
         Not pinged: a warm invocation with nothing to do costs two round
@@ -173,8 +174,11 @@ class Warm:
         self.reused = False
         from tick.db import connect
         from tick.migrate import migrate
+        from tick.watchdog import watch
 
-        conn = connect(_dsn(settings), prepare=settings.db_prepare)
+        # Connect and migrate by the invocation's deadline (`answer_by`), even
+        # against a silent server; the warm connection then outlives it.
+        conn = connect(_dsn(settings), prepare=settings.db_prepare, answer_by=answer_by)
         if not self.migrated:  # cold start only
             try:
                 migrate(conn, settings.migrate)
@@ -182,6 +186,7 @@ class Warm:
                 conn.close()
                 raise
             self.migrated = True
+        watch(conn, answer_by=None)
         self.conn = conn
         self.connects += 1
         return conn
@@ -287,7 +292,9 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
     remaining = context.get_remaining_time_in_millis() / 1000
     deadline = began + remaining - settings.lambda_margin_secs
     observer = LambdaObserver()
-    conn = WARM.connection(settings)
+    from tick.watchdog import DEADLINE_GRACE_SECS
+
+    conn = WARM.connection(settings, deadline + DEADLINE_GRACE_SECS)
     WARM.prepare(settings)
     if WARM.engine is None:
         WARM.engine = engine_for(settings, conn, events=LambdaEvents(),
@@ -312,7 +319,7 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
             logger.warning("database connection lost; reconnecting",
                            extra={"event": "database_reconnect"})
             WARM.drop()
-            WARM.connection(settings)
+            WARM.connection(settings, deadline + DEADLINE_GRACE_SECS)
             report = engine.run(spec)
     except DatabaseError as error:
         observer.api_error("database")

@@ -23,9 +23,12 @@ if TYPE_CHECKING:
     import psycopg
 
 
-def open_database(settings: Settings) -> psycopg.Connection[Any]:
-    """Connect and apply (or check) migrations per `AWC_MIGRATE`."""
-    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+def open_database(settings: Settings, *, answer_by: float | None = None,
+                  purpose: str = "database") -> psycopg.Connection[Any]:
+    """Connect and apply (or check) migrations per `AWC_MIGRATE`; with
+    `answer_by` (a tick's deadline plus its grace), neither waits past it."""
+    conn = connect(settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
+                   purpose=purpose)
     try:
         migrate(conn, settings.migrate)
     except BaseException:
@@ -75,9 +78,9 @@ def prepare_handlers(settings: Settings) -> None:
     gc.freeze()
 
 
-def connector(settings: Settings) -> Connect:
+def connector(settings: Settings, purpose: str = "database") -> Connect:
     """A factory of new connections with the settings' options."""
-    return lambda: connect(settings.dsn(), prepare=settings.db_prepare)
+    return lambda: connect(settings.dsn(), prepare=settings.db_prepare, purpose=purpose)
 
 
 def engine_for(
@@ -163,14 +166,19 @@ def record_failure(settings: Settings, start: TickStart | None, tick_id: int | N
     gives the connection string when it is not `DATABASE_URL` (the Lambda's
     secret)."""
     import contextlib
+    import time
 
     from tick.history import finish, record
     from tick.redaction import redacted
+    from tick.watchdog import DEADLINE_GRACE_SECS
 
     if start is None:
         return
-    with contextlib.suppress(Exception), connect((dsn or settings.dsn)(),
-                                                 prepare=settings.db_prepare) as conn:
+    # Its own short bound: the database may be the silent one that failed
+    # the tick, and the tick's deadline has been kept so far.
+    with contextlib.suppress(Exception), connect(
+            (dsn or settings.dsn)(), prepare=settings.db_prepare,
+            answer_by=time.monotonic() + DEADLINE_GRACE_SECS) as conn:
         message = f"awc: {redacted(str(error))}"[:1000]
         if tick_id is not None:
             finish(conn, tick_id, None, message)

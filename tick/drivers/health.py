@@ -23,6 +23,10 @@ from tick.events import EventSink, NullEvents
 
 MAX_CONNECTIONS = 16
 REQUEST_TIMEOUT_SECS = 5.0
+# An exchange with the database unanswered this long makes the loop unready
+# (SPEC §7.2): awc's statements take milliseconds, so this is a server that
+# stopped answering, long before the watchdog closes its connection.
+STUCK_SECS = 10.0
 
 
 class BoundedServer(ThreadingHTTPServer):
@@ -66,9 +70,13 @@ def make_server(
     supervisor: Supervisor,
     exposition: Callable[[], bytes],
     events: EventSink | None = None,
+    troubles: Callable[[], list[str]] | None = None,
 ) -> BoundedServer:
     """A server for the three endpoints, bound but not yet serving; `OSError`
-    if the address cannot be bound."""
+    if the address cannot be bound. `/readyz` answers 503 naming any dead
+    part and any of `troubles()` (by default: this process's exchanges with
+    the database unanswered for `STUCK_SECS`), all in-process state."""
+    unready: Callable[[], list[str]] = troubles or database_troubles
 
     class Handler(BaseHTTPRequestHandler):
         timeout = REQUEST_TIMEOUT_SECS  # a socket timeout per connection
@@ -88,8 +96,14 @@ def make_server(
                 self._json(200, {"status": "ok", "parts": parts})
             elif path == "/readyz":
                 dead = supervisor.dead()
-                if dead:
-                    self._json(503, {"status": "unavailable", "dead": dead})
+                database = unready()
+                if dead or database:
+                    body: dict[str, Any] = {"status": "unavailable"}
+                    if dead:
+                        body["dead"] = dead
+                    if database:
+                        body["database"] = database
+                    self._json(503, body)
                 else:
                     self._json(200, {"status": "ready"})
             else:
@@ -103,6 +117,21 @@ def make_server(
             pass  # scrapes every few seconds would drown the job events
 
     return BoundedServer((address, port), Handler, events or NullEvents())
+
+
+def database_troubles(since: Callable[[], float | None] | None = None) -> list[str]:
+    """Why the database keeps this process from working, from in-process
+    state: exchanges unanswered for `STUCK_SECS`, and (given `since`, the
+    instant a lost connection began to be retried) a database unreachable."""
+    import time
+
+    from tick.watchdog import stuck
+
+    found = stuck(STUCK_SECS)
+    lost = since() if since is not None else None
+    if lost is not None:
+        found.append(f"unreachable for {time.monotonic() - lost:.0f} s (reconnecting)")
+    return found
 
 
 def serve_until(server: ThreadingHTTPServer, stop: threading.Event) -> None:

@@ -14,7 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from tick.db import connect
-from tick.drivers.compose import engine_for, loop_spec, open_database, prepare_handlers
+from tick.drivers.compose import (
+    connector,
+    engine_for,
+    loop_spec,
+    open_database,
+    prepare_handlers,
+    record_failure,
+)
 from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
@@ -43,7 +50,7 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
         jitter = Jitter(f"{settings.worker_id}-listener")
         while not stop.is_set():
             try:
-                with connect(settings.dsn(), prepare=False) as conn:
+                with connect(settings.dsn(), prepare=False, purpose="listener") as conn:
                     conn.execute(f"LISTEN {LISTEN_CHANNEL}")
                     attempt = 0
                     engine.wake()  # anything inserted while we were not listening
@@ -73,7 +80,8 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
         while not stop.is_set():
             try:
                 if conn is None or conn.closed:
-                    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+                    conn = connect(settings.dsn(), prepare=settings.db_prepare,
+                                   purpose="maintenance")
                 now_busy = busy() if busy else 0
                 idle = now_busy == stretches
                 stretches = now_busy
@@ -112,9 +120,12 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
 
 
 def metrics_part(
-    settings: Settings, supervisor: Supervisor, metrics: Metrics, events: EventSink
+    settings: Settings, supervisor: Supervisor, metrics: Metrics, events: EventSink,
+    troubles: Callable[[], list[str]] | None = None,
 ) -> Any:
-    """Serve /metrics, /healthz and /readyz when AWC_METRICS_PORT is set.
+    """Serve /metrics, /healthz and /readyz when AWC_METRICS_PORT is set;
+    `/readyz` is 503 while a part is dead or the database keeps the process
+    from working (`troubles`, by default a stuck exchange).
 
     The port is bound here, at startup: one that cannot be bound is a startup
     error (SPEC §7.2), not a part that crash-loops. A restarted part binds
@@ -126,7 +137,7 @@ def metrics_part(
     address, port = settings.metrics_address, settings.metrics_port
 
     def bind() -> Any:
-        return make_server(address, port, supervisor, metrics.exposition, events)
+        return make_server(address, port, supervisor, metrics.exposition, events, troubles)
 
     try:
         bound = [bind()]
@@ -151,17 +162,27 @@ def run_loop(
     """Start up (SPEC §3), run the supervised parts until `stop`, drain, return."""
     events = StreamEvents(settings.log_format)
     metrics = Metrics()
-    conn = open_database(settings)
+    conn = open_database(settings, purpose="tick-runner")
+    engines: list[Engine] = []
+
+    def troubles() -> list[str]:
+        # A stuck exchange, or the engine retrying a lost database (SPEC §7.2).
+        from tick.drivers.health import database_troubles
+
+        return database_troubles(lambda: engines[0].unreachable_since if engines else None)
+
     try:
         prepare_handlers(settings)
         supervisor = Supervisor(stop, events=events)
-        serve_metrics = (metrics_part(settings, supervisor, metrics, events)
+        serve_metrics = (metrics_part(settings, supervisor, metrics, events, troubles)
                          if settings.metrics_port is not None else None)
     except BaseException:
         conn.close()
         raise
     # Maintenance runs as its own part; the engine reconnects by itself.
-    engine = engine_for(settings, conn, events=events, observer=metrics, maintenance=False)
+    engine = engine_for(settings, conn, events=events, observer=metrics, maintenance=False,
+                        connect=connector(settings, purpose="tick-runner"))
+    engines.append(engine)
     if on_engine is not None:
         on_engine(engine)
 
@@ -179,9 +200,11 @@ def run_loop(
         began = time.monotonic()
         try:
             last = engine.run(spec, stop)
-        except DatabaseError:
+        except DatabaseError as error:
             metrics.api_error("database")
             metrics.tick_finished("loop", time.monotonic() - began, ok=False)
+            if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
+                record_failure(settings, spec.history, engine.last_tick_id, error)
             raise
         if last.claimed:
             report(last)

@@ -88,8 +88,12 @@ def _tick(
     began: float,
     metrics: Any,
 ) -> TickReport:
+    from tick.watchdog import DEADLINE_GRACE_SECS
+
     deadline = began + settings.tick_max_secs
-    conn = open_database(settings)
+    # From connect on, nothing waits on the database past the deadline and
+    # its grace, even a server that keeps its socket open and never answers.
+    conn = open_database(settings, answer_by=deadline + DEADLINE_GRACE_SECS)
     try:
         prepare_handlers(settings)
         engine = engine_for(settings, conn, events=StreamEvents(settings.log_format),

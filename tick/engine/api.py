@@ -118,6 +118,9 @@ class Engine:
         self.pool = SlotPool(self.outbox)
         self._jitters: dict[str, Jitter] = {}
         self.last_tick_id: int | None = None  # the history row of the last run, if any
+        # When the coordinator began retrying a lost database (time.monotonic()),
+        # None while connected; read by the loop's /readyz on another thread.
+        self.unreachable_since: float | None = None
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -149,10 +152,21 @@ class Engine:
         """One bounded pass (SPEC §6): maintenance, then claim-run-record until
         N jobs were claimed, the queue drained, the deadline came, or `stop`."""
         from tick.engine.coordinator import Coordinator
+        from tick.watchdog import DEADLINE_GRACE_SECS, watch
 
         self.pool.resize(spec.concurrency)
         self.last_tick_id = None
-        return Coordinator(self, spec, stop or threading.Event()).run()
+        # The run's deadline holds against a silent server too (SPEC §6): no
+        # exchange of the run waits past it and a short grace.
+        if spec.deadline is None:
+            return Coordinator(self, spec, stop or threading.Event()).run()
+        conn = self.conn
+        before = getattr(conn, "answer_by", None)
+        watch(conn, answer_by=spec.deadline + DEADLINE_GRACE_SECS)
+        try:
+            return Coordinator(self, spec, stop or threading.Event()).run()
+        finally:
+            watch(conn, answer_by=before)
 
     def slot_name(self, n: int) -> str:
         return f"{self.worker_id}-{n}"

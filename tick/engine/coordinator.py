@@ -105,6 +105,8 @@ class Coordinator:
             self._round_trip(claim)
         if now >= self.next_fence_check:
             self._check_fences(now)
+        if now >= self.row.renew_at:
+            self.row.keep_alive(self.e.conn, now, self.e.events)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
         if not self.running and not self.claims.may_claim_later():
@@ -150,10 +152,19 @@ class Coordinator:
 
     def _close_history(self) -> None:
         self.row.close(self.e.conn, self.report, self.began, self.e.events)
+        if self.spec.continuous:
+            self.e.last_tick_id = None  # the stretch's row is complete: no failure to record on it
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
         unrecorded outcome; False if a stop came first and its grace ran out."""
+        self.e.unreachable_since = time.monotonic()  # the loop is unready meanwhile
+        try:
+            return self._reconnect()
+        finally:
+            self.e.unreachable_since = None
+
+    def _reconnect(self) -> bool:
         attempt = 0
         while True:
             self.e.observer.api_error("database")
@@ -233,14 +244,20 @@ class Coordinator:
         sent = time.monotonic()
         conn = self.e.conn
         closing = self._foresee(claim, batch)
+        # A loop's first claim of a stretch opens the stretch's row (SPEC §16).
+        opening = self.row.opening(claim) if closing is None and not self.report.claimed \
+            else None
         try:
             result = send(conn, batch, claim, self.e.events,
-                          None if closing is None else closing[0])
+                          closing[0] if closing is not None else opening)
         except Exception as error:
             self.flush.put_back(batch)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:
             self.row.wrote(closing[1])
+        elif opening is not None and result.tail_id is not None:
+            self.row.opened(result.tail_id, sent)
+            self.e.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
         try:
             settle(conn, batch.written, result.recorded, self.report, self.e.events,
                    self.e.observer)

@@ -1,7 +1,9 @@
 """The run's row of the tick history (SPEC §16), as the coordinator keeps it.
 
-A tick's row was inserted by its maintenance statement; a loop writes one row
-per busy stretch. Either is ended by the last statement of the round trip
+A tick's row was inserted by its maintenance statement; a loop's busy
+stretch's row by the round trip of its first claim (`opening`), its deadline
+pushed back while it runs (`keep_alive`), so a killed loop's stretch shows it
+died. Either is ended by the last statement of the round trip
 that may end the run (`foresee`), guarded on that round trip's claim coming
 back empty, so keeping the history costs no round trip of its own. If the
 run then ended otherwise than foreseen, `close` writes what happened, off
@@ -10,12 +12,13 @@ the hot path. Coordinator thread only.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.flush import Flush, foreseen
-from tick.history import Tail, close_quietly, closing, counts
+from tick.history import Tail, close_quietly, closing, counts, opening, renew
 
 if TYPE_CHECKING:
     import psycopg
@@ -31,10 +34,45 @@ class HistoryRow:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
-        self.tick_id: int | None = None  # a tick's row, inserted by its maintenance
+        # A tick's row, inserted by its maintenance; a loop's open stretch's
+        # row, inserted by the round trip of the stretch's first claim.
+        self.tick_id: int | None = None
         # What a round trip's closing statement wrote, to be corrected if the
         # run ended otherwise.
         self.closed: dict[str, Any] | None = None
+        self.renew_at = math.inf  # when the open stretch's row is due a renewal
+
+    def opening(self, claim: ClaimRequest | None) -> Tail | None:
+        """A loop's first claim of a stretch: the statement that opens the
+        stretch's row if the claim takes a job (SPEC §16: a killed loop
+        leaves a row that shows it died)."""
+        start = self.spec.history
+        if (not self.spec.continuous or start is None or self.tick_id is not None
+                or claim is None or not claim.slots):
+            return None
+        return opening(start, claim.slots, self.spec.lease_secs)
+
+    def opened(self, tick_id: int, now: float) -> None:
+        """The stretch's row exists: renew it once half its lease is spent."""
+        self.tick_id = tick_id
+        self.renew_at = now + self.spec.lease_secs / 2
+
+    def keep_alive(self, conn: psycopg.Connection[Any], now: float, events: EventSink) -> None:
+        """Push the open stretch row's deadline back when due: the loop is
+        alive, so the stretch has not died. Off the hot path (once per half
+        lease). A lost connection is the run's to recover (`DatabaseError`);
+        a refused renewal is only a warning."""
+        from tick.db import as_database_error, connection_lost
+
+        if self.tick_id is None or now < self.renew_at:
+            return
+        self.renew_at = now + self.spec.lease_secs / 2
+        try:
+            renew(conn, self.tick_id, self.spec.lease_secs)
+        except Exception as error:
+            if connection_lost(conn):
+                raise as_database_error(error, "renewing the tick history row", conn) from None
+            events.log("warning", "tick_history_failed", error=type(error).__name__)
 
     def closing(self, report: TickReport, slots: list[str], began: float) -> Tail | None:
         """The statement that ends the row as `report` says, unless a claim
@@ -45,7 +83,9 @@ class HistoryRow:
             if start is None:
                 return None
             started = datetime.now(UTC) - timedelta(seconds=time.monotonic() - began)
-            return closing(None, start, report, slots, started_at=started)
+            # Its open row completed; a whole row if the first claim's round
+            # trip could not open one (its outcomes were recorded apart).
+            return closing(self.tick_id, start, report, slots, started_at=started)
         if self.tick_id is None:
             return None
         return closing(self.tick_id, start, report, slots)
@@ -70,8 +110,12 @@ class HistoryRow:
         if self.spec.continuous and report.claimed == 0:
             return  # no stretch to record
         closed, self.closed = self.closed, None
-        if closed == counts(report):
-            return
-        tail = self.closing(report, [], began)
-        if tail is not None:
-            close_quietly(conn, tail, events)
+        try:
+            if closed == counts(report):
+                return
+            tail = self.closing(report, [], began)
+            if tail is not None:
+                close_quietly(conn, tail, events)
+        finally:
+            if self.spec.continuous:  # the next stretch opens a row of its own
+                self.tick_id, self.renew_at = None, math.inf

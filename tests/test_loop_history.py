@@ -1,0 +1,119 @@
+"""SPEC §16: every run of the engine has a row, the loop's busy stretches
+too. A stretch's row is opened by the round trip of its first claim and its
+deadline pushed back while the loop lives, so a loop killed mid-stretch
+leaves a row that `awc ticks` shows as died, and a live one never does."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from tests.support import run_awc, spawn, wait_for
+from tick.db import connect
+from tick.history import ticks
+from tick.producer import enqueue
+
+
+def loop_rows(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    return [r for r in ticks(conn, driver="loop", limit=100) if r["driver"] == "loop"]
+
+
+def test_a_killed_loop_leaves_its_stretch_row_and_awc_ticks_shows_it_died(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    job = enqueue(conn, "sleep", {"seconds": 60})
+    proc = spawn({**awc_env, "AWC_WORKER_LEASE_SECS": "6"}, "loop")
+    try:
+        wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                      (job,)).fetchone(), timeout=30, what="the job to start")
+        (row,) = wait_for(lambda: [r for r in loop_rows(conn) if r["claimed"] == 0
+                                   and r["finished_at"] is None], timeout=5,
+                          what="the running stretch's row")
+        assert not row["died"] and row["deadline_at"] is not None
+    finally:
+        proc.kill()  # SIGKILL: nothing of the loop runs after this
+        proc.communicate(timeout=30)
+
+    def shown_died() -> list[dict[str, Any]]:
+        done = run_awc(awc_env, "ticks", "--driver", "loop", "--json")
+        assert done.returncode == 0, done.stderr
+        return [r for r in json.loads(done.stdout) if r["id"] == row["id"] and r["died"]]
+
+    (died,) = wait_for(shown_died, timeout=30, interval=0.5, what="the stretch shown died")
+    assert died["finished_at"] is None
+    text = run_awc(awc_env, "ticks", "--driver", "loop")
+    assert "died" in text.stdout
+
+
+def test_a_live_stretch_longer_than_its_lease_never_shows_died(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The row's deadline is a lease the running loop renews (once half is
+    spent, never on the hot path); its report completes it at the end."""
+    from tests.test_tick import registry_with
+    from tick.engine.api import Engine, RunSpec
+    from tick.history import TickStart
+
+    def long(ctx: Any, payload: Any) -> None:
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            ctx.heartbeat()
+            time.sleep(0.2)
+
+    engine = Engine(lambda: connect(db_url), registry=registry_with(long=long))
+    spec = RunSpec(history=TickStart("loop", "w-live"), continuous=True, lease_secs=2,
+                   concurrency=1, poll_interval_s=0.2)
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.run, args=(spec, stop))
+    runner.start()
+    try:
+        job = enqueue(conn, "long")
+        wait_for(lambda: loop_rows(conn), timeout=10, what="the stretch's row")
+        seen = []
+        while conn.execute("SELECT state FROM awc.jobs WHERE id = %s",
+                           (job,)).fetchone() == ("RUNNING",):
+            (row,) = loop_rows(conn)
+            seen.append(row)
+            assert not row["died"], row
+            time.sleep(0.25)
+        assert seen and max(r["deadline_at"] for r in seen) > min(r["deadline_at"] for r in seen)
+        (row,) = wait_for(lambda: [r for r in loop_rows(conn) if r["finished_at"]], timeout=10,
+                          what="the stretch's row completed")
+        assert (row["claimed"], row["completed"], row["died"]) == (1, 1, False)
+    finally:
+        stop.set()
+        engine.wake()
+        runner.join(30)
+        engine.close()
+
+
+def test_a_stretch_row_costs_the_loop_no_round_trip(conn: psycopg.Connection[Any]) -> None:
+    """SPEC §16: opened in its first claim's round trip, completed in its
+    last; the same exchanges as a loop that keeps no history."""
+    from tests.test_tick import registry_with
+    from tick.db import exchanges
+    from tick.engine.api import Engine, RunSpec
+    from tick.history import TickStart
+    from tick.producer import enqueue_many
+
+    engine = Engine(lambda: conn, registry=registry_with(noop=lambda ctx, payload: None))
+
+    def stretch(history: bool) -> None:
+        stop = threading.Event()
+        spec = RunSpec(history=TickStart("loop", "w-rt") if history else None,
+                       continuous=True, concurrency=1, poll_interval_s=30,
+                       on_report=lambda report: stop.set())  # one stretch, then stop
+        engine.run(spec, stop)
+
+    counts = []
+    for history in (False, True, False):
+        enqueue_many(conn, [{"kind": "noop"}] * 3)
+        counts.append(exchanges(conn, lambda h=history: stretch(h)))
+    assert counts[0] == counts[2], counts  # deterministic
+    assert counts[1] == counts[0], counts
+    (row,) = loop_rows(conn)
+    assert (row["claimed"], row["completed"], row["finished_at"] is not None) == (3, 3, True)

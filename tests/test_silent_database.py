@@ -1,0 +1,239 @@
+"""SPEC §3, §6, §7.2, §19: a database that stops answering but keeps its
+socket open. A tick keeps its deadline, the loop's /readyz sees the stuck
+round trip and recovers with the server, a console page answers 503: every
+awc connection's exchanges are bounded (tick.watchdog), none waits forever."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.silent_proxy import SilentProxy
+from tests.support import (
+    configure_handlers,
+    free_port,
+    http_get,
+    http_up,
+    run_awc,
+    signed_in,
+    spawn,
+    start_console,
+    stop,
+    wait_for,
+)
+from tick.db import connect
+from tick.producer import enqueue
+
+
+@pytest.fixture
+def proxy(server_url: str) -> Iterator[SilentProxy]:
+    found = SilentProxy(server_url)
+    yield found
+    found.close()
+
+
+def through(proxy: SilentProxy, awc_env: dict[str, str]) -> dict[str, str]:
+    return {**awc_env, "DATABASE_URL": proxy.url_for(awc_env["DATABASE_URL"])}
+
+
+def timed_tick(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    began = time.monotonic()
+    try:
+        done = run_awc(env, "tick", *args, timeout=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("awc tick still ran 40 s later: it waits on a silent database forever")
+    return done, time.monotonic() - began
+
+
+def assert_one_line_about_silence(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("awc: ") and ("did not answer" in last or "Timeout" in last), last
+
+
+def test_a_tick_keeps_its_deadline_when_the_database_falls_silent_mid_run(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    job = enqueue(conn, "sleep", {"seconds": 1})
+    env = through(proxy, awc_env)
+    result: list[tuple[subprocess.CompletedProcess[str], float]] = []
+    runner = threading.Thread(target=lambda: result.append(timed_tick(env, "--max-secs", "4")))
+    runner.start()
+    # Silent once the job runs: the round trip recording its outcome gets no answer.
+    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                  (job,)).fetchone(), timeout=20, what="the job to start")
+    proxy.fall_silent()
+    runner.join(60)
+    assert result, "awc tick never returned"
+    done, elapsed = result[0]
+    assert_one_line_about_silence(done)
+    # Its budget, the grace, and the short best-effort record of the failure.
+    assert elapsed < 4 + 10, elapsed
+
+
+def test_a_tick_keeps_its_deadline_when_the_database_is_silent_from_the_start(
+    awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    proxy.fall_silent()
+    done, elapsed = timed_tick(through(proxy, awc_env), "--max-secs", "2")
+    assert_one_line_about_silence(done)
+    assert elapsed < 2 + 6, elapsed  # not the 10 s connect timeout of a tick with time to spare
+
+
+def test_the_python_tick_returns_by_its_deadline_against_a_silent_server(
+    db_url: str, proxy: SilentProxy
+) -> None:
+    """The engine's own bound, whatever exchange is stuck (here maintenance,
+    the first one): `tick()` raises a lost-connection DatabaseError on time."""
+    from tick.engine.api import tick
+    from tick.errors import DatabaseError
+
+    with connect(proxy.url_for(db_url)) as silent:
+        proxy.fall_silent()
+        began = time.monotonic()
+        with pytest.raises(DatabaseError) as raised:
+            tick(silent, max_secs=2)
+        assert time.monotonic() - began < 2 + 3
+        assert raised.value.connection_lost
+        assert "did not answer" in str(raised.value)
+
+
+def test_an_operator_command_fails_in_bounded_time_on_a_silent_connection(
+    db_url: str, proxy: SilentProxy
+) -> None:
+    """Every awc connection is bounded, not only a tick's: here a bound of
+    1 s on a connection with no deadline."""
+    from tick.watchdog import NoAnswer, watch
+
+    with connect(proxy.url_for(db_url)) as silent:
+        watch(silent, answer_by=None, limit_secs=1.0)
+        proxy.fall_silent()
+        began = time.monotonic()
+        with pytest.raises(NoAnswer):
+            silent.execute("SELECT 1")
+        assert time.monotonic() - began < 3
+        assert silent.closed  # never reused half way through an exchange
+
+
+def test_the_loop_is_unready_while_a_round_trip_is_stuck_and_ready_once_answered(
+    awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    port = free_port()
+    env = {**through(proxy, awc_env), "AWC_METRICS_PORT": str(port),
+           "AWC_WORKER_POLL_INTERVAL_MS": "200", "AWC_MAINTENANCE_INTERVAL_SECS": "1"}
+    proc = spawn(env, "loop")
+    try:
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/readyz"), timeout=30,
+                 what="readiness")
+        proxy.fall_silent()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 503, timeout=30,
+                 interval=0.5, what="/readyz to see the stuck round trip")
+        body = json.loads(http_get(f"http://127.0.0.1:{port}/readyz")[1])
+        assert any("no answer" in line for line in body["database"]), body
+        assert http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200  # alive, not ready
+        proxy.answer()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
+                 interval=0.5, what="readiness once the database answers")
+    finally:
+        proxy.answer()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def test_the_loop_is_unready_while_it_reconnects_to_a_lost_database(
+    awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    port = free_port()
+    env = {**through(proxy, awc_env), "AWC_METRICS_PORT": str(port),
+           "AWC_WORKER_POLL_INTERVAL_MS": "200"}
+    proc = spawn(env, "loop")
+    try:
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/readyz"), timeout=30,
+                 what="readiness")
+        proxy.cut()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 503, timeout=20,
+                 interval=0.2, what="/readyz to see the lost database")
+        body = json.loads(http_get(f"http://127.0.0.1:{port}/readyz")[1])
+        assert any("unreachable" in line for line in body["database"]), body
+        proxy.answer()
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
+                 interval=0.5, what="readiness once reconnected")
+    finally:
+        proxy.answer()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+
+
+def test_a_console_page_answers_503_when_the_database_falls_silent(
+    awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    proc, base = start_console(through(proxy, awc_env))
+    try:
+        client = signed_in(base)
+        client.timeout = 40
+        assert client.get("/jobs").status_code == 200
+        proxy.fall_silent()
+        began = time.monotonic()
+        page = client.get("/jobs")
+        assert page.status_code == 503, page.status_code
+        assert time.monotonic() - began < 10 + 5
+    finally:
+        proxy.answer()
+        stop(proc)
+
+
+def test_a_healthy_slow_statement_is_never_taken_for_a_silent_server() -> None:
+    """The default bound outlasts the server's own statement timeout: a
+    statement that long is cancelled and answered by the server first."""
+    from tick.db import STATEMENT_TIMEOUT_MS
+    from tick.watchdog import EXCHANGE_LIMIT_SECS, WatchedConnection
+
+    assert EXCHANGE_LIMIT_SECS > STATEMENT_TIMEOUT_MS / 1000
+    assert WatchedConnection.limit_secs == EXCHANGE_LIMIT_SECS
+
+
+def test_the_handlers_connections_are_bounded_too(db_url: str) -> None:
+    """A built-in handler's own writes go through watched connections: a
+    silent database fails them in bounded time, never holds the slot's
+    thread forever; readiness leaves them to the job's deadline."""
+    from tick.handlers.runtime import runtime
+    from tick.handlers.stores import open_store
+
+    from tick.watchdog import WatchedConnection
+
+    configure_handlers(db_url, open_store("memory://"))
+    try:
+        with runtime().connection() as handlers_conn:
+            assert isinstance(handlers_conn, WatchedConnection)
+            assert handlers_conn.purpose == "handlers"
+    finally:
+        runtime().close()
+
+
+def test_applying_a_migration_is_never_cut_by_a_ticks_deadline(db_url: str) -> None:
+    """Past a tick's deadline an exchange gets a moment, not a hang; but a
+    migration file (minutes on a large table) keeps its own bound, or every
+    tick would cut it and roll it back again."""
+    from tick.watchdog import NoAnswer, migrating, watch
+
+    with connect(db_url) as late:
+        watch(late, answer_by=time.monotonic() - 1)
+        with pytest.raises(NoAnswer):
+            late.execute("SELECT pg_sleep(1)")
+    with connect(db_url) as migrating_conn:
+        deadline = time.monotonic() - 1
+        watch(migrating_conn, answer_by=deadline)
+        with migrating(migrating_conn):
+            migrating_conn.execute("SELECT pg_sleep(1)")
+        assert getattr(migrating_conn, "answer_by", None) == deadline

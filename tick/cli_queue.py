@@ -155,7 +155,8 @@ def status_command(as_json: bool) -> None:
         click.echo(f"  {kind}: " + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
     for driver, last in sorted(data["last_ticks"].items()):
         outcome = "failed: " + last["error"] if last["error"] else last["stop_reason"]
-        click.echo(f"last {driver} tick: {last['age_s']:.0f}s ago ({outcome})")
+        when = f"at {last['finished_at']}" if last["age_s"] is None else f"{last['age_s']:.0f}s ago"
+        click.echo(f"last {driver} tick: {when} ({outcome})")
 
 
 TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claimed",

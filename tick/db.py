@@ -210,16 +210,27 @@ def connect_options(*, prepare: bool = True) -> dict[str, Any]:
 
 
 def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
-    """Open an autocommit connection with awc's timeouts.
+    """Open an autocommit connection with awc's timeouts, reading every
+    timestamp PostgreSQL can store.
 
     A failure is a `DatabaseError` whose text names the target without its
     password.
     """
     import psycopg
 
+    from tick.loaders import clamp_timestamps
+
     try:
-        return psycopg.connect(dsn, **connect_options(prepare=prepare), **kwargs)
+        conn = psycopg.connect(dsn, **connect_options(prepare=prepare), **kwargs)
     except psycopg.Error as error:
         raise database_error(
             error, dsn, f"cannot connect to {describe_target(dsn)}"
         ) from None
+    # Any timestamptz column may hold what Python cannot (`-infinity`, a date
+    # BC, a year past 9999): psycopg's own loader would raise for the whole
+    # row, and one such row in awc.schedules, awc.ticks or the ledger would
+    # stop every tick (SPEC §4.2). Read on this connection, such an instant
+    # orders as it should (datetime.min / max); an operator's connection
+    # shows it as the server wrote it instead (tick.loaders.for_operators).
+    clamp_timestamps(conn)
+    return conn

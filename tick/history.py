@@ -120,9 +120,11 @@ def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,
 
 
 def last_ticks(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
-    """Per driver, the last tick that finished: when, how long ago, how it ended."""
+    """Per driver, the last tick that finished: when, how long ago (None for
+    a `-infinity` written by plain SQL), how it ended."""
     out = {}
     for driver, finished_at, age, stop_reason, error in conn.execute(sql("last_ticks")):
-        out[driver] = {"finished_at": finished_at, "age_s": round(float(age), 3),
+        out[driver] = {"finished_at": finished_at,
+                       "age_s": None if age is None else round(float(age), 3),
                        "stop_reason": stop_reason, "error": error}
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from tick.loaders import EARLIEST
 from tick.schedules.times import due_fires
 from tick.statements import sql
 
@@ -59,7 +60,14 @@ def plan(due: Due) -> Plan:
     and where `next_fire_at` goes. Fires older than `now - catchup_secs` are
     `missed`. Of the others, `all` enqueues each (at most 100 a call), and
     `latest` enqueues the newest and skips the rest. With `overlap = skip`,
-    a fire while the previous job is PENDING or RUNNING is `overlap`."""
+    a fire while the previous job is PENDING or RUNNING is `overlap`.
+
+    A `next_fire_at` before any instant Python holds (`-infinity` or a date
+    BC written by plain SQL, read as `datetime.min`) has no fire times to
+    count from: an `OverflowError`, and firing parks the schedule (SPEC §4.2,
+    §15) rather than guess where it meant to start."""
+    if due.next_fire_at <= EARLIEST:
+        raise OverflowError("next_fire_at is before the year 1")
     found, following = due_fires(due.cron, due.timezone, due.next_fire_at, due.now,
                                  PLANNED_PER_SCHEDULE)
     horizon = due.now - timedelta(seconds=due.catchup_secs)

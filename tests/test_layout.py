@@ -21,7 +21,8 @@ MAX_LINES = 400
 LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
     ("tick.text", "tick.errors", "tick.statements", "tick.settings", "tick.db",
-     "tick.migrate", "tick.loaders", "tick.embedded", "tick.schedules.times", "tick.history"),
+     "tick.migrate", "tick.loaders", "tick.embedded", "tick.schedules.times", "tick.history",
+     "tick.budget"),
     ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
      "tick.limits"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",

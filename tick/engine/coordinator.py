@@ -214,8 +214,10 @@ class Coordinator:
             return
         conn = self.e.conn  # once: after a failure the property would open a new one
         try:
-            # A loop's rows are its stretches, not its runs.
-            done = maintenance(conn, None if self.spec.continuous else self.spec.history)
+            # A loop's rows are its stretches, not its runs. The tick's
+            # deadline bounds its maintenance too (SPEC §6).
+            done = maintenance(conn, None if self.spec.continuous else self.spec.history,
+                               self.spec.deadline)
         except DatabaseError:
             raise
         except Exception as error:

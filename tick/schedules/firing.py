@@ -10,11 +10,11 @@ any number of concurrent ticks enqueue each fire exactly once.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from tick.budget import Budget
 from tick.loaders import EARLIEST
 from tick.schedules.times import due_fires
 from tick.statements import sql
@@ -109,13 +109,16 @@ class Fired:
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
 
-def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS) -> Fired:
-    """Fire what is due, one schedule per transaction, within the bounds."""
+def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
+             deadline: float | None = None) -> Fired:
+    """Fire what is due, one schedule per transaction, within the bounds and
+    the tick's `deadline` (a `time.monotonic()` instant): a schedule left
+    due is the next pass's."""
     done = Fired()
-    began = time.monotonic()
+    budget = Budget(budget_secs, deadline)
     capped: list[str] = []
     for _ in range(SCHEDULES_PER_CALL):
-        if time.monotonic() - began > budget_secs:
+        if not budget.room():
             break
         with conn.transaction():
             row = conn.execute(sql("take_due_schedule"), {"capped": capped}).fetchone()
@@ -134,6 +137,7 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS)
                 "statuses": [s for _, s in todo.fires],
                 "next_fire_at": todo.next_fire_at,
             }).fetchall()
+        budget.spent()
         if sum(1 for _, status in todo.fires if status == "enqueued") >= ENQUEUED_PER_SCHEDULE:
             capped.append(due.name)
         for fire_at, status, job_id in recorded:

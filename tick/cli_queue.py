@@ -113,7 +113,7 @@ def enqueue_command(
         raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
     body = parse_payload(payload)
     when = parse_run_at(run_at) if run_at else None
-    if delay is not None:
+    if delay is not None:  # checked on the host's clock; the run_at sent is the database's
         when = datetime.now(UTC) + timedelta(seconds=delay)
     try:  # what the database would refuse is a usage error, before connecting
         check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
@@ -124,6 +124,10 @@ def enqueue_command(
                                  ) from None
     settings = load_settings()
     with operator_connection(settings) as conn:
+        if delay is not None:  # the claim compares run_at with the database's clock
+            from tick.db import database_now
+
+            when = database_now(conn) + timedelta(seconds=delay)
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key,

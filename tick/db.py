@@ -17,6 +17,8 @@ from tick.errors import DatabaseError, SettingsError
 from tick.text import printable
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import psycopg
 
 CONNECT_TIMEOUT_SECS = 10
@@ -234,3 +236,15 @@ def connect(dsn: str, *, prepare: bool = True, **kwargs: Any) -> psycopg.Connect
     # shows it as the server wrote it instead (tick.loaders.for_operators).
     clamp_timestamps(conn)
     return conn
+
+
+def database_now(conn: psycopg.Connection[Any]) -> datetime:
+    """Now on the database's clock, the one every time decision uses (SPEC
+    §15, §16): the claim, the due check and `awc ticks` compare with it, and
+    a host's clock may disagree."""
+    from tick.statements import sql
+
+    row = conn.execute(sql("database_now")).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now

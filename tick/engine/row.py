@@ -11,7 +11,6 @@ the hot path. Coordinator thread only.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.flush import Flush, foreseen
@@ -44,8 +43,7 @@ class HistoryRow:
         if self.spec.continuous:
             if start is None:
                 return None
-            started = datetime.now(UTC) - timedelta(seconds=time.monotonic() - began)
-            return closing(None, start, report, slots, started_at=started)
+            return closing(None, start, report, slots, ran_secs=time.monotonic() - began)
         if self.tick_id is None:
             return None
         return closing(self.tick_id, start, report, slots)

@@ -4,12 +4,13 @@ handled, by the claim, the operator commands and the handlers."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support import run_awc
+from tests.support import run_awc, spawn, wait_for
 from tick import tick
 from tick.engine.registry import Registry, handler
 from tick.producer import enqueue
@@ -143,3 +144,35 @@ def test_no_timestamp_in_schedules_ticks_limits_or_the_ledger_stops_a_tick(
     status = json.loads(run_awc(awc_env, "status", "--json").stdout)
     # A tick cannot finish after now: a future finished_at never hides the real last tick.
     assert 0 <= status["last_ticks"]["tick"]["age_s"] < 600
+
+
+@pytest.mark.parametrize("instant", ["-infinity", "0044-03-15 00:00:00+00 BC"])
+def test_the_loop_keeps_its_maintenance_whatever_a_schedule_holds(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], instant: str
+) -> None:
+    """SPEC §4.2, §7.2, §15: with a schedule due from before the year 1, the
+    loop's maintenance still rescues and fires the others every pass."""
+    from tick.schedules import Schedule, add
+
+    add(conn, Schedule("odd", "* * * * *", "noop"))
+    add(conn, Schedule("good", "* * * * *", "noop"))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = %s::timestamptz WHERE name = 'odd'",
+                 (instant,))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = now() - interval '1 minute' "
+                 "WHERE name = 'good'")
+    lost = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, "
+                 "claim_token = gen_random_uuid(), locked_by = 'gone-1', "
+                 "locked_until = now() - interval '1 minute' WHERE id = %s", (lost,))
+    proc = spawn({**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "1"}, "loop")
+    try:
+        wait_for(lambda: conn.execute(
+            "SELECT 1 FROM awc.schedule_fires WHERE schedule = 'good' AND status = 'enqueued'"
+        ).fetchone(), timeout=30, what="the good schedule's fire")
+        wait_for(lambda: conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (lost,))
+                 .fetchone() == ("COMPLETED",), timeout=30, what="the lost job rescued and run")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert conn.execute("SELECT next_fire_at FROM awc.schedules WHERE name = 'odd'"
+                        ).fetchone() == (None,)

@@ -8,6 +8,7 @@ handlers this process registered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -153,17 +154,19 @@ def run_maintenance(
     tick_history_secs: float | None = None,
     start: TickStart | None = None,
     deadline: float | None = None,
+    report: Callable[[Any], None] | None = None,
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
     when due. A tick's `deadline` (a `time.monotonic()` instant) bounds the
     firing and the prune as it bounds the claims (SPEC §6): what is left
-    undone, the next pass does."""
+    undone, the next pass does. `report`, if given, receives each
+    schedule's fires as they are recorded (`fire_due`), inside that bound."""
     rescued, rescued_failed, due, tick_id, prune_due = _rescue(conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
 
-        fired = fire_due(conn, deadline=deadline)
+        fired = fire_due(conn, deadline=deadline, report=report)
     pruned = 0
     if prune_due:  # asked again under the prune's lock: another process may be at it
         pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,

@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
 # A maintenance pass; given a TickStart, it also inserts the tick's history
-# row; given a deadline (a time.monotonic() instant), it ends by then.
-Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None", "float | None"],
-                       MaintenanceResult]
+# row; given a deadline (a time.monotonic() instant), it ends by then, and
+# hands each schedule's recorded fires to the reporter as it goes.
+Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None", "float | None",
+                        "Callable[[Any], None] | None"], MaintenanceResult]
 
 
 class Observer(Protocol):
@@ -176,11 +177,12 @@ def maintenance_for(
     and prune when due."""
 
     def step(conn: psycopg.Connection[Any], start: TickStart | None,
-             deadline: float | None = None) -> MaintenanceResult:
+             deadline: float | None = None,
+             report: Callable[[Any], None] | None = None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
                                schedule_history_secs=schedule_history_secs,
                                tick_history_secs=tick_history_secs, start=start,
-                               deadline=deadline)
+                               deadline=deadline, report=report)
 
     return step
 

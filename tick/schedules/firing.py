@@ -10,6 +10,7 @@ any number of concurrent ticks enqueue each fire exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -108,18 +109,33 @@ class Fired:
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
+    @property
+    def fires(self) -> list[tuple[str, datetime, str, int | None]]:
+        """The ledger rows, as `tick.events.report_fires` reads them."""
+        return self.rows
+
+    def add(self, part: Fired) -> None:
+        self.enqueued += part.enqueued
+        self.rows += part.rows
+        self.lags.update(part.lags)
+        self.parked += part.parked
+
 
 def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
-             deadline: float | None = None) -> Fired:
+             deadline: float | None = None,
+             report: Callable[[Fired], None] | None = None) -> Fired:
     """Fire what is due, one schedule per transaction, within the bounds and
     the tick's `deadline` (a `time.monotonic()` instant): a schedule left
-    due is the next pass's."""
+    due is the next pass's. `report` is given each schedule's part as soon
+    as it is committed: the events of a thousand fires take time too, so a
+    tick reports them inside the budget rather than after it."""
     done = Fired()
     budget = Budget(budget_secs, deadline)
     capped: list[str] = []
     for _ in range(SCHEDULES_PER_CALL):
         if not budget.room():
             break
+        part = Fired()
         with conn.transaction():
             row = conn.execute(sql("take_due_schedule"), {"capped": capped}).fetchone()
             if row is None:
@@ -129,20 +145,26 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
                 todo = plan(due)
             except Exception as error:  # a row written past add's checks
                 conn.execute(sql("park_schedule"), {"name": due.name})
-                done.parked.append((due.name, type(error).__name__))
-                continue
-            recorded = conn.execute(sql("record_fires"), {
-                "name": due.name,
-                "fire_ats": [f for f, _ in todo.fires],
-                "statuses": [s for _, s in todo.fires],
-                "next_fire_at": todo.next_fire_at,
-            }).fetchall()
+                part.parked.append((due.name, type(error).__name__))
+                todo = None
+            if todo is not None:
+                recorded = conn.execute(sql("record_fires"), {
+                    "name": due.name,
+                    "fire_ats": [f for f, _ in todo.fires],
+                    "statuses": [s for _, s in todo.fires],
+                    "next_fire_at": todo.next_fire_at,
+                }).fetchall()
+        if todo is not None:
+            if sum(1 for _, status in todo.fires if status == "enqueued") \
+                    >= ENQUEUED_PER_SCHEDULE:
+                capped.append(due.name)
+            for fire_at, status, job_id in recorded:
+                part.rows.append((due.name, fire_at, status, job_id))
+                if status == "enqueued":
+                    part.enqueued += 1
+                    part.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)
+        done.add(part)
+        if report is not None:
+            report(part)
         budget.spent()
-        if sum(1 for _, status in todo.fires if status == "enqueued") >= ENQUEUED_PER_SCHEDULE:
-            capped.append(due.name)
-        for fire_at, status, job_id in recorded:
-            done.rows.append((due.name, fire_at, status, job_id))
-            if status == "enqueued":
-                done.enqueued += 1
-                done.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)
     return done

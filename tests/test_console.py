@@ -528,6 +528,36 @@ def test_the_ticks_page_marks_died_and_failed_ticks(conn: psycopg.Connection[Any
     assert page.count('class="row-failed"') == 1 and "database: gone" in page
 
 
+def test_the_ticks_pages_show_instants_python_cannot_hold(conn: psycopg.Connection[Any],
+                                                         console: str) -> None:
+    """SPEC §4.2, §16, §19: a tick row written by plain SQL with any instant
+    PostgreSQL accepts is shown, on the overview and on every page of the
+    ticks list (the page after one ends at such an instant starts there)."""
+    odd = ("infinity", "20000-01-01 00:00:00+00", "294276-12-31 23:30:00+00",
+           "0044-03-15 00:00:00+00 BC", "-infinity")
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at) "
+                 "SELECT 'tick', 'many', 'infinity', now() FROM generate_series(1, 48)")
+    for at in odd:
+        conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, "
+                     "deadline_at) VALUES ('tick', %s, %s::timestamptz, %s::timestamptz, "
+                     "%s::timestamptz)", (f"odd {at}", at, at, at))
+        conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at) "
+                     "VALUES ('lambda', %s, %s::timestamptz)", (f"open {at}", at))
+    client = signed_in(console)
+    assert client.get("/").status_code == 200
+    shown: list[str] = []
+    url: str | None = "/ticks?driver=tick"
+    while url is not None:
+        page = client.get(url)
+        assert page.status_code == 200, page.text[:300]
+        shown += re.findall(r"<td>odd ([^<]+)</td>", page.text)
+        found = re.search(r'href="(/ticks\?[^"]*before=[^"]+)" rel="next"', page.text)
+        url = found.group(1).replace("&amp;", "&") if found else None
+    assert sorted(shown) == sorted(odd)  # each once, across the pages
+    assert client.get("/ticks?driver=lambda").status_code == 200
+    assert client.get("/ticks?before=20000-13-01%2000:00:00%2B00/5").status_code == 400
+
+
 def test_json_is_shown_indented(conn: psycopg.Connection[Any], console: str) -> None:
     job = enqueue(conn, "mail", {"to": "a@example.com", "n": [1, 2]})
     page = signed_in(console).get(f"/jobs/{job}").text

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
     ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
-     "tick.schedules.times", "tick.history", "tick.watchdog"),
+     "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget"),
     ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
      "tick.limits"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",

@@ -18,6 +18,7 @@ import pytest
 from tests.support import run_awc, spawn
 from tick import tick
 from tick.engine.registry import Registry, handler
+from tick.producer import enqueue
 from tick.schedules import Schedule, ScheduleNotFound, add, pause, resume, sync, trigger
 from tick.schedules.times import fires
 
@@ -516,3 +517,59 @@ def test_sync_of_a_schedule_that_cannot_fire_names_it_and_writes_nothing(
     assert done.returncode == 2 and f"{named}: " in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
     assert conn.execute("SELECT count(*) FROM awc.schedules").fetchone() == (0,)
+
+
+def test_a_tick_fires_schedules_only_until_its_deadline(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """SPEC §6, §15: firing is a phase of the tick, bounded by its deadline
+    like the claims: `--max-secs 1` with more due fires than a second can
+    record ends in about a second, and the next tick goes on where it stopped."""
+    # Each schedule has 2,000 minutes of fires due: 1,000 ledger rows a call.
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, missed, next_fire_at) "
+                 "SELECT 'busy-' || n, '* * * * *', 'noop', 'all', "
+                 "date_trunc('minute', now()) - interval '2000 minutes' "
+                 "FROM generate_series(1, 300) AS n")
+    began = time.monotonic()
+    ticked = run_awc(awc_env, "tick", "--max-secs", "1", "--json")
+    took = time.monotonic() - began
+    assert ticked.returncode == 0, ticked.stderr
+    report = json.loads(ticked.stdout)
+    assert report["stop_reason"] == "deadline"
+    assert report["duration_s"] < 2.0, report  # the firing had 5 s of its own budget
+    assert took < 6.0  # the process's start and exit included
+    recorded = conn.execute("SELECT count(DISTINCT schedule) FROM awc.schedule_fires"
+                            ).fetchone()
+    assert recorded is not None and recorded[0] < 300  # not all: time was up
+    rows = conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone()
+    events = [json.loads(line) for line in ticked.stderr.splitlines()]
+    # One event per ledger row, reported inside the deadline as they were recorded.
+    assert rows == (sum(1 for e in events if e.get("event") == "schedule_fire"),)
+    again = run_awc(awc_env, "tick", "--max-secs", "3", "--json")
+    assert again.returncode == 0, again.stderr
+    more = conn.execute("SELECT count(DISTINCT schedule) FROM awc.schedule_fires").fetchone()
+    assert more is not None and more[0] > recorded[0]
+
+
+def test_maintenance_at_its_deadline_leaves_firing_and_pruning_to_the_next_pass(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """SPEC §6, §7.3: a tick whose deadline has come fires and prunes
+    nothing more (rescue only), and leaves the prune's hourly mark alone, so
+    the next pass does both."""
+    from tick.maintenance import run_maintenance
+
+    add(conn, every_minute())
+    backdate(conn, "minutely", 2)
+    old = enqueue(conn, "report")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - "
+                 "interval '30 days' WHERE id = %s", (old,))
+    conn.execute("UPDATE awc.maintenance SET last_run_at = '-infinity' WHERE step = 'prune'")
+    done = run_maintenance(conn, 86400, deadline=time.monotonic())
+    assert (done.fired, done.fires, done.pruned) == (0, (), 0)
+    assert ledger(conn, "minutely") == []
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (old,)).fetchone() == (1,)
+    assert conn.execute("SELECT last_run_at = '-infinity' FROM awc.maintenance "
+                        "WHERE step = 'prune'").fetchone() == (True,)
+    done = run_maintenance(conn, 86400, deadline=time.monotonic() + 30)
+    assert done.fired == 1 and done.pruned == 1

@@ -4,12 +4,13 @@ handled, by the claim, the operator commands and the handlers."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support import run_awc
+from tests.support import run_awc, spawn, wait_for
 from tick import tick
 from tick.engine.registry import Registry, handler
 from tick.producer import enqueue
@@ -78,3 +79,100 @@ def test_a_workspace_that_never_expires_stays_active(
     state = conn.execute("SELECT state FROM awc.workspaces WHERE id = %s", (workspace,))
     assert state.fetchone() == ("ACTIVE",)
     runtime().close()
+
+
+# Every instant PostgreSQL accepts that Python's datetime cannot hold, and
+# one a year's hour short of PostgreSQL's last (adding an hour to it fails).
+EVERY_ODD_INSTANT = (*ODD_INSTANTS, "294276-12-31 23:30:00+00")
+
+
+@pytest.mark.parametrize("instant", EVERY_ODD_INSTANT)
+def test_no_timestamp_in_schedules_ticks_limits_or_the_ledger_stops_a_tick(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], instant: str
+) -> None:
+    """SPEC §4.2, §15, §16, §18: every timestamp column awc reads besides the
+    jobs' (a schedule's, the ledger's, a tick's, a limit claim's) may hold
+    any instant PostgreSQL accepts; ticks, maintenance and the operator
+    commands go on, and a schedule due from before the year 1 is parked
+    while the others fire."""
+    from tick.schedules import Schedule, add
+
+    add(conn, Schedule("odd", "* * * * *", "noop"))
+    add(conn, Schedule("good", "* * * * *", "noop"))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = %s::timestamptz, "
+                 "last_fire_at = %s::timestamptz, created_at = %s::timestamptz, "
+                 "updated_at = %s::timestamptz WHERE name = 'odd'", (instant,) * 4)
+    conn.execute("UPDATE awc.schedules SET next_fire_at = now() - interval '1 minute' "
+                 "WHERE name = 'good'")
+    conn.execute("INSERT INTO awc.schedule_fires (schedule, fire_at, status, recorded_at) "
+                 "VALUES ('odd', %s::timestamptz, 'missed', %s::timestamptz)", (instant,) * 2)
+    for driver in ("tick", "loop", "lambda", "maintenance"):
+        conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at) "
+                     "VALUES (%s, 'w', %s::timestamptz, %s::timestamptz)",
+                     (driver, instant, instant))
+        conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at) "
+                     "VALUES (%s, 'w', %s::timestamptz, %s::timestamptz), "
+                     "(%s, 'w', %s::timestamptz, NULL)",
+                     (driver, instant, instant, driver, instant))
+    conn.execute("INSERT INTO awc.limits (scope, name, rate, per_secs) VALUES ('kind', 'noop', "
+                 "1000, 60)")
+    conn.execute("INSERT INTO awc.limit_claims (scope, name, at) "
+                 "VALUES ('kind', 'noop', %s::timestamptz)", (instant,))
+    ready = enqueue(conn, "noop")
+
+    ticked = run_awc(awc_env, "tick", "--max-secs", "20")
+    assert ticked.returncode == 0, ticked.stderr
+    maintained = run_awc(awc_env, "maintenance", "tick")
+    assert maintained.returncode == 0, maintained.stderr
+    state = conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (ready,)).fetchone()
+    assert state == ("COMPLETED",)
+    fired = conn.execute("SELECT count(*) FROM awc.schedule_fires WHERE schedule = 'good' "
+                         "AND status = 'enqueued'").fetchone()
+    assert fired is not None and fired[0] >= 1
+    odd = conn.execute("SELECT next_fire_at IS NULL, next_fire_at = %s::timestamptz "
+                       "FROM awc.schedules WHERE name = 'odd'", (instant,)).fetchone()
+    early = instant.startswith("-") or instant.endswith("BC")
+    assert odd == ((True, None) if early else (False, True))  # parked, or not due yet
+
+    for args in (("status",), ("status", "--json"), ("ticks",), ("ticks", "--json"),
+                 ("ticks", "--failed"), ("schedules", "list"), ("schedules", "list", "--json"),
+                 ("schedules", "history", "odd"), ("schedules", "history", "odd", "--json"),
+                 ("limits", "list"), ("limits", "list", "--json")):
+        shown = run_awc(awc_env, *args)
+        assert shown.returncode == 0, (args, shown.stderr)
+        assert "Traceback" not in shown.stderr
+    status = json.loads(run_awc(awc_env, "status", "--json").stdout)
+    # A tick cannot finish after now: a future finished_at never hides the real last tick.
+    assert 0 <= status["last_ticks"]["tick"]["age_s"] < 600
+
+
+@pytest.mark.parametrize("instant", ["-infinity", "0044-03-15 00:00:00+00 BC"])
+def test_the_loop_keeps_its_maintenance_whatever_a_schedule_holds(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], instant: str
+) -> None:
+    """SPEC §4.2, §7.2, §15: with a schedule due from before the year 1, the
+    loop's maintenance still rescues and fires the others every pass."""
+    from tick.schedules import Schedule, add
+
+    add(conn, Schedule("odd", "* * * * *", "noop"))
+    add(conn, Schedule("good", "* * * * *", "noop"))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = %s::timestamptz WHERE name = 'odd'",
+                 (instant,))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = now() - interval '1 minute' "
+                 "WHERE name = 'good'")
+    lost = enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, "
+                 "claim_token = gen_random_uuid(), locked_by = 'gone-1', "
+                 "locked_until = now() - interval '1 minute' WHERE id = %s", (lost,))
+    proc = spawn({**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "1"}, "loop")
+    try:
+        wait_for(lambda: conn.execute(
+            "SELECT 1 FROM awc.schedule_fires WHERE schedule = 'good' AND status = 'enqueued'"
+        ).fetchone(), timeout=30, what="the good schedule's fire")
+        wait_for(lambda: conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (lost,))
+                 .fetchone() == ("COMPLETED",), timeout=30, what="the lost job rescued and run")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert conn.execute("SELECT next_fire_at FROM awc.schedules WHERE name = 'odd'"
+                        ).fetchone() == (None,)

@@ -117,7 +117,7 @@ def enqueue_command(
         raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
     body = parse_payload(payload)
     when = parse_run_at(run_at) if run_at else None
-    if delay is not None:
+    if delay is not None:  # checked on the host's clock; the run_at sent is the database's
         when = datetime.now(UTC) + timedelta(seconds=delay)
     try:  # what the database would refuse is a usage error, before connecting
         check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
@@ -128,6 +128,10 @@ def enqueue_command(
                                  ) from None
     settings = load_settings()
     with operator_connection(settings) as conn:
+        if delay is not None:  # the claim compares run_at with the database's clock
+            from tick.db import database_now
+
+            when = database_now(conn) + timedelta(seconds=delay)
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key,
@@ -161,10 +165,14 @@ def status_command(as_json: bool) -> None:
     for driver, last in sorted(data["last_ticks"].items()):
         outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
                    else last["stop_reason"])
-        line = f"last {driver} tick: {last['age_s']:.0f}s ago ({outcome})"
+        when = (f"at {last['finished_at']}" if last["age_s"] is None
+                else f"{last['age_s']:.0f}s ago")
+        line = f"last {driver} tick: {when} ({outcome})"
         if last["error"]:
             ok = last["success_age_s"]
-            line += "; last success: " + ("never" if ok is None else f"{ok:.0f}s ago")
+            line += "; last success: " + (
+                "never" if last["last_success_at"] is None
+                else f"at {last['last_success_at']}" if ok is None else f"{ok:.0f}s ago")
         click.echo(line)
 
 

@@ -17,6 +17,8 @@ from tick.redaction import dsn_secrets, keep_secret, redacted
 from tick.text import printable
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import psycopg
 
 CONNECT_TIMEOUT_SECS = 10
@@ -203,7 +205,8 @@ def connect_options(*, prepare: bool = True) -> dict[str, Any]:
 
 def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
             purpose: str = "database", **kwargs: Any) -> psycopg.Connection[Any]:
-    """Open an autocommit connection with awc's timeouts.
+    """Open an autocommit connection with awc's timeouts, reading every
+    timestamp PostgreSQL can store.
 
     Every exchange on it answers within its bound, or the connection is
     closed (`tick.watchdog`); `answer_by` (a `time.monotonic()` instant, a
@@ -216,6 +219,7 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
 
     import psycopg
 
+    from tick.loaders import clamp_timestamps
     from tick.watchdog import WatchedConnection, watch
 
     options = connect_options(prepare=prepare)
@@ -231,4 +235,23 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
         ) from None
     watch(conn, answer_by=answer_by)
     conn.purpose = purpose  # how the loop's /readyz names it
+    # Any timestamptz column may hold what Python cannot (`-infinity`, a date
+    # BC, a year past 9999): psycopg's own loader would raise for the whole
+    # row, and one such row in awc.schedules, awc.ticks or the ledger would
+    # stop every tick (SPEC §4.2). Read on this connection, such an instant
+    # orders as it should (datetime.min / max); an operator's connection
+    # shows it as the server wrote it instead (tick.loaders.for_operators).
+    clamp_timestamps(conn)
     return conn
+
+
+def database_now(conn: psycopg.Connection[Any]) -> datetime:
+    """Now on the database's clock, the one every time decision uses (SPEC
+    §15, §16): the claim, the due check and `awc ticks` compare with it, and
+    a host's clock may disagree."""
+    from tick.statements import sql
+
+    row = conn.execute(sql("database_now")).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now

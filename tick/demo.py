@@ -18,13 +18,13 @@ import contextlib
 import secrets
 import shutil
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tick.db import connect
+from tick.db import connect, database_now
 from tick.drivers.compose import engine_for, tick_spec
 from tick.errors import AwcError
 from tick.events import NullEvents
@@ -64,7 +64,7 @@ def _seed(conn: Any, store: Any, tenant: str, queue: str) -> dict[str, Any]:
     from tick.handlers.trees import write_tree
 
     ensure_tenant(conn, tenant)
-    now = datetime.now(UTC)
+    now = database_now(conn)  # "lapsed" by the clock workspace_expire compares with
     active = create_workspace(conn, tenant, now + timedelta(days=30), keep_last=1)
     lapsed = create_workspace(conn, tenant, now - timedelta(minutes=5))
 

@@ -18,7 +18,7 @@ shows it died; while idle it writes at most one row per maintenance interval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
@@ -40,25 +40,24 @@ class TickStart:
     driver: str  # tick | loop | lambda | maintenance
     worker_id: str
     correlation_id: str | None = None
-    deadline_at: datetime | None = None
+    deadline: float | None = None  # a time.monotonic() instant
 
     def params(self) -> dict[str, Any]:
+        """The row's columns. Its deadline is sent as the time left and made
+        an instant by the database (`now() + left`): `awc ticks` says a row
+        died by comparing it with the database's clock, so an instant from
+        a host whose clock is behind would show a running tick as died."""
+        import time
+
         return {"driver": self.driver, "worker_id": self.worker_id[:200],
                 "correlation_id": None if self.correlation_id is None
-                else self.correlation_id[:200], "deadline_at": self.deadline_at}
+                else self.correlation_id[:200],
+                "deadline_secs": None if self.deadline is None
+                else self.deadline - time.monotonic()}
 
 
 NO_START: dict[str, Any] = {"driver": None, "worker_id": None, "correlation_id": None,
-                            "deadline_at": None}
-
-
-def wall_deadline(monotonic_deadline: float | None) -> datetime | None:
-    """A `time.monotonic()` deadline as a UTC instant."""
-    import time
-
-    if monotonic_deadline is None:
-        return None
-    return datetime.now(UTC) + timedelta(seconds=monotonic_deadline - time.monotonic())
+                            "deadline_secs": None}
 
 
 # A statement for the end of a round trip: its name and parameters.
@@ -81,14 +80,15 @@ def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | Non
 
 
 def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
-            slots: list[str], *, started_at: datetime | None = None) -> Tail:
+            slots: list[str], *, ran_secs: float | None = None) -> Tail:
     """The statement that ends a run's row if the claim sent with it (for
     `slots`) comes back empty: a tick's row completed, or a loop stretch's
-    row written whole (`start`, `started_at`). It returns a row if it did."""
+    row written whole (`start`; it began `ran_secs` ago, on the database's
+    clock). It returns a row if it did."""
     if tick_id is not None:
         return "finish_tick", {"id": tick_id, "error": None, "slots": slots, **counts(report)}
     assert start is not None
-    return "record_tick", {**start.params(), "started_at": started_at, "error": None,
+    return "record_tick", {**start.params(), "ran_secs": ran_secs, "error": None,
                            "slots": slots, **counts(report)}
 
 
@@ -115,10 +115,9 @@ def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) 
 
 
 def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport | None,
-           *, started_at: datetime | None = None, error: str | None = None) -> None:
-    """Write a whole row: a loop's stretch or idle interval, or a failed tick
-    that had no row yet."""
-    conn.execute(sql("record_tick"), {**start.params(), "started_at": started_at,
+           *, error: str | None = None) -> None:
+    """Write a whole row: a failed tick that had no row yet."""
+    conn.execute(sql("record_tick"), {**start.params(), "ran_secs": None,
                                       "error": error, "slots": [], **counts(report)})
 
 
@@ -133,13 +132,15 @@ def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,
 
 
 def last_ticks(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
-    """Per driver, the last tick that finished (when, how long ago, how it
-    ended) and the last that succeeded: `success_age_s` is what to alert on,
-    since a tick failing every minute keeps `age_s` small (SPEC §16)."""
+    """Per driver, the last tick that finished (when, how long ago: None for
+    a `-infinity` written by plain SQL; how it ended) and the last that
+    succeeded: `success_age_s` is what to alert on, since a tick failing every
+    minute keeps `age_s` small (SPEC §16)."""
     out = {}
     for driver, finished_at, age, stop_reason, error, ok_at, ok_age in conn.execute(
             sql("last_ticks")):
-        out[driver] = {"finished_at": finished_at, "age_s": round(float(age), 3),
+        out[driver] = {"finished_at": finished_at,
+                       "age_s": None if age is None else round(float(age), 3),
                        "stop_reason": stop_reason, "error": error,
                        "last_success_at": ok_at,
                        "success_age_s": None if ok_age is None else round(float(ok_age), 3)}

@@ -8,10 +8,11 @@ handlers this process registered.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.budget import Budget
 from tick.history import NO_START, TickStart
 from tick.statements import sql
 
@@ -91,6 +92,7 @@ def prune(
     budget_secs: float = 5.0,
     ledger_after_secs: float | None = None,
     ticks_after_secs: float | None = None,
+    deadline: float | None = None,
 ) -> int:
     """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago,
     and schedule ledger rows recorded over `ledger_after_secs` ago (SPEC §15:
@@ -98,11 +100,14 @@ def prune(
 
     Runs at most once an hour across all processes (the mark in
     `awc.maintenance`), unless `force` (the operator's `awc prune`). A pass is
-    bounded by batches and `budget_secs`; a pass cut short leaves the mark
-    alone, so the next tick carries on where it stopped.
+    bounded by batches, `budget_secs` and the tick's `deadline` (a
+    `time.monotonic()` instant); a pass cut short leaves the mark alone, so
+    the next tick carries on where it stopped.
     """
-    started = time.monotonic()
+    budget = Budget(budget_secs, deadline)
     deleted = 0
+    if not budget.room():
+        return 0  # the tick's time is up: not even the lock
     with conn.transaction():
         if not _try_lock(conn, PRUNE_LOCK_KEY):
             return 0
@@ -113,12 +118,13 @@ def prune(
         conn.execute(sql("pin_plans"))
         finished = False
         for _ in range(PRUNE_MAX_BATCHES):
+            if not budget.room():
+                break
             cur = conn.execute(sql("prune_jobs"), {"after_secs": after_secs, "limit": PRUNE_BATCH})
+            budget.spent()
             deleted += cur.rowcount
             if cur.rowcount < PRUNE_BATCH:
                 finished = True
-                break
-            if time.monotonic() - started > budget_secs:
                 break
         # The ledgers, each by its own setting, never by job pruning (§15, §16).
         for statement, after in (("prune_schedule_fires", ledger_after_secs),
@@ -127,11 +133,12 @@ def prune(
                 continue
             finished = False
             for _ in range(PRUNE_MAX_BATCHES):
+                if not budget.room():
+                    break
                 cur = conn.execute(sql(statement), {"after_secs": after, "limit": PRUNE_BATCH})
+                budget.spent()
                 if cur.rowcount < PRUNE_BATCH:
                     finished = True
-                    break
-                if time.monotonic() - started > budget_secs:
                     break
         if finished:
             conn.execute(sql("prune_done"))
@@ -146,20 +153,25 @@ def run_maintenance(
     schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
     tick_history_secs: float | None = None,
     start: TickStart | None = None,
+    deadline: float | None = None,
+    report: Callable[[Any], None] | None = None,
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
-    when due."""
+    when due. A tick's `deadline` (a `time.monotonic()` instant) bounds the
+    firing and the prune as it bounds the claims (SPEC §6): what is left
+    undone, the next pass does. `report`, if given, receives each
+    schedule's fires as they are recorded (`fire_due`), inside that bound."""
     rescued, rescued_failed, due, tick_id, prune_due = _rescue(conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
 
-        fired = fire_due(conn)
+        fired = fire_due(conn, deadline=deadline, report=report)
     pruned = 0
     if prune_due:  # asked again under the prune's lock: another process may be at it
         pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
                        ledger_after_secs=schedule_history_secs,
-                       ticks_after_secs=tick_history_secs)
+                       ticks_after_secs=tick_history_secs, deadline=deadline)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                                  tick_id=tick_id)

@@ -15,7 +15,7 @@ from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
 from tick.engine.registry import import_handler_modules
 from tick.engine.report import TickReport
 from tick.events import EventSink
-from tick.history import TickStart, wall_deadline
+from tick.history import TickStart
 from tick.migrate import migrate, require_current
 from tick.settings import Settings
 
@@ -123,7 +123,7 @@ def tick_spec(
     """One tick's bounds from the settings (`awc tick`, the Lambda, the demo);
     with a `driver`, the tick has its row in the history (SPEC §16)."""
     history = None if driver is None else TickStart(
-        driver, settings.worker_id, correlation_id, wall_deadline(deadline))
+        driver, settings.worker_id, correlation_id, deadline)
     return RunSpec(
         history=history,
         max_jobs=max_jobs or settings.tick_max_jobs,

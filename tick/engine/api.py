@@ -29,8 +29,11 @@ if TYPE_CHECKING:
     import psycopg
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
-# A maintenance pass; given a TickStart, it also inserts the tick's history row.
-Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None"], MaintenanceResult]
+# A maintenance pass; given a TickStart, it also inserts the tick's history
+# row; given a deadline (a time.monotonic() instant), it ends by then, and
+# hands each schedule's recorded fires to the reporter as it goes.
+Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None", "float | None",
+                        "Callable[[Any], None] | None"], MaintenanceResult]
 
 
 class Observer(Protocol):
@@ -187,10 +190,13 @@ def maintenance_for(
     """The maintenance step a tick runs first: rescue, fire due schedules,
     and prune when due."""
 
-    def step(conn: psycopg.Connection[Any], start: TickStart | None) -> MaintenanceResult:
+    def step(conn: psycopg.Connection[Any], start: TickStart | None,
+             deadline: float | None = None,
+             report: Callable[[Any], None] | None = None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
                                schedule_history_secs=schedule_history_secs,
-                               tick_history_secs=tick_history_secs, start=start)
+                               tick_history_secs=tick_history_secs, start=start,
+                               deadline=deadline, report=report)
 
     return step
 

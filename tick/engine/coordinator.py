@@ -224,9 +224,18 @@ class Coordinator:
         if maintenance is None:
             return
         conn = self.e.conn  # once: after a failure the property would open a new one
+
+        def reported(part: Any) -> None:  # one schedule's fires, as they are recorded
+            report_fires(self.e.events, part)
+            if part.fires:
+                self.e.observer.schedules_fired(part.fires, part.lags.items())
+
         try:
-            # A loop's rows are its stretches, not its runs.
-            done = maintenance(conn, None if self.spec.continuous else self.spec.history)
+            # A loop's rows are its stretches, not its runs. The tick's
+            # deadline bounds its maintenance, and the events of its fires,
+            # too (SPEC §6).
+            done = maintenance(conn, None if self.spec.continuous else self.spec.history,
+                               self.spec.deadline, reported)
         except DatabaseError:
             raise
         except Exception as error:
@@ -235,9 +244,6 @@ class Coordinator:
         self.report.rescued = done.rescued + done.rescued_failed
         self.report.pruned = done.pruned
         self.report.fired = done.fired
-        if done.fires or done.parked:
-            report_fires(self.e.events, done)
-            self.e.observer.schedules_fired(done.fires, done.lags)
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.flush import Flush, foreseen
@@ -82,10 +81,10 @@ class HistoryRow:
         if self.spec.continuous:
             if start is None:
                 return None
-            started = datetime.now(UTC) - timedelta(seconds=time.monotonic() - began)
             # Its open row completed; a whole row if the first claim's round
             # trip could not open one (its outcomes were recorded apart).
-            return closing(self.tick_id, start, report, slots, started_at=started)
+            return closing(self.tick_id, start, report, slots,
+                           ran_secs=time.monotonic() - began)
         if self.tick_id is None:
             return None
         return closing(self.tick_id, start, report, slots)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import AwcError
@@ -98,15 +98,23 @@ class Schedule:
                         self.overlap, self.paused)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+def _now(conn: psycopg.Connection[Any]) -> datetime:
+    """Now on the database's clock: the due check compares with it, so a
+    host whose clock is behind would start a schedule at fire times before
+    it existed, or catch up the fires a pause skipped."""
+    from tick.db import database_now
+
+    return database_now(conn)
 
 
-def add(conn: psycopg.Connection[Any], schedule: Schedule) -> str:
-    """Create or replace `schedule`; "created", "updated" or "unchanged"."""
+def add(conn: psycopg.Connection[Any], schedule: Schedule, *,
+        now: datetime | None = None) -> str:
+    """Create or replace `schedule`; "created", "updated" or "unchanged".
+    A new schedule's first fire is the first after `now` (the database's
+    clock unless given: `sync` reads it once for all)."""
     s = schedule.checked()
     params = {**asdict(s), "payload": json.dumps(s.payload, ensure_ascii=False),
-              "next_fire_at": next_fire(s.cron, s.timezone, _now())}
+              "next_fire_at": next_fire(s.cron, s.timezone, now or _now(conn))}
     row = conn.execute(sql("upsert_schedule"), params).fetchone()
     if row is None:
         return "unchanged"
@@ -141,7 +149,7 @@ def _set_paused(conn: psycopg.Connection[Any], name: str, paused: bool) -> None:
     following = None  # a pause needs no fire time, so a broken schedule can be paused
     if not paused:
         try:
-            following = next_fire(cron, timezone, _now())
+            following = next_fire(cron, timezone, _now(conn))
         except ScheduleError as error:
             raise _unusable(name, error) from None
     conn.execute(sql("pause_schedule"), {"name": name, "paused": paused,
@@ -165,7 +173,7 @@ def next_fires(conn: psycopg.Connection[Any], name: str, count: int = 5) -> list
     try:
         check_cron(cron)
         zone = check_zone(timezone)
-        for instant in fires(cron, timezone, _now()):
+        for instant in fires(cron, timezone, _now(conn)):
             found.append(instant.astimezone(zone))
             if len(found) == count:
                 break
@@ -210,8 +218,9 @@ def sync(conn: psycopg.Connection[Any], schedules: list[Schedule], *, prune: boo
     done: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": [], "removed": []}
     with conn.transaction() as tx:
         conn.execute(sql("lock_schedule_sync"), {"key": SYNC_LOCK_KEY})
+        now = _now(conn)
         for s in checked:
-            done[add(conn, s)].append(s.name)
+            done[add(conn, s, now=now)].append(s.name)
         if prune:
             removed = conn.execute(sql("delete_schedules_except"), {"keep": names}).fetchall()
             done["removed"] = sorted(r[0] for r in removed)

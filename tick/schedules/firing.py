@@ -10,11 +10,13 @@ any number of concurrent ticks enqueue each fire exactly once.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from tick.budget import Budget
+from tick.loaders import EARLIEST
 from tick.schedules.times import due_fires
 from tick.statements import sql
 
@@ -59,7 +61,14 @@ def plan(due: Due) -> Plan:
     and where `next_fire_at` goes. Fires older than `now - catchup_secs` are
     `missed`. Of the others, `all` enqueues each (at most 100 a call), and
     `latest` enqueues the newest and skips the rest. With `overlap = skip`,
-    a fire while the previous job is PENDING or RUNNING is `overlap`."""
+    a fire while the previous job is PENDING or RUNNING is `overlap`.
+
+    A `next_fire_at` before any instant Python holds (`-infinity` or a date
+    BC written by plain SQL, read as `datetime.min`) has no fire times to
+    count from: an `OverflowError`, and firing parks the schedule (SPEC §4.2,
+    §15) rather than guess where it meant to start."""
+    if due.next_fire_at <= EARLIEST:
+        raise OverflowError("next_fire_at is before the year 1")
     found, following = due_fires(due.cron, due.timezone, due.next_fire_at, due.now,
                                  PLANNED_PER_SCHEDULE)
     horizon = due.now - timedelta(seconds=due.catchup_secs)
@@ -100,15 +109,33 @@ class Fired:
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
+    @property
+    def fires(self) -> list[tuple[str, datetime, str, int | None]]:
+        """The ledger rows, as `tick.events.report_fires` reads them."""
+        return self.rows
 
-def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS) -> Fired:
-    """Fire what is due, one schedule per transaction, within the bounds."""
+    def add(self, part: Fired) -> None:
+        self.enqueued += part.enqueued
+        self.rows += part.rows
+        self.lags.update(part.lags)
+        self.parked += part.parked
+
+
+def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
+             deadline: float | None = None,
+             report: Callable[[Fired], None] | None = None) -> Fired:
+    """Fire what is due, one schedule per transaction, within the bounds and
+    the tick's `deadline` (a `time.monotonic()` instant): a schedule left
+    due is the next pass's. `report` is given each schedule's part as soon
+    as it is committed: the events of a thousand fires take time too, so a
+    tick reports them inside the budget rather than after it."""
     done = Fired()
-    began = time.monotonic()
+    budget = Budget(budget_secs, deadline)
     capped: list[str] = []
     for _ in range(SCHEDULES_PER_CALL):
-        if time.monotonic() - began > budget_secs:
+        if not budget.room():
             break
+        part = Fired()
         with conn.transaction():
             row = conn.execute(sql("take_due_schedule"), {"capped": capped}).fetchone()
             if row is None:
@@ -118,19 +145,26 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS)
                 todo = plan(due)
             except Exception as error:  # a row written past add's checks
                 conn.execute(sql("park_schedule"), {"name": due.name})
-                done.parked.append((due.name, type(error).__name__))
-                continue
-            recorded = conn.execute(sql("record_fires"), {
-                "name": due.name,
-                "fire_ats": [f for f, _ in todo.fires],
-                "statuses": [s for _, s in todo.fires],
-                "next_fire_at": todo.next_fire_at,
-            }).fetchall()
-        if sum(1 for _, status in todo.fires if status == "enqueued") >= ENQUEUED_PER_SCHEDULE:
-            capped.append(due.name)
-        for fire_at, status, job_id in recorded:
-            done.rows.append((due.name, fire_at, status, job_id))
-            if status == "enqueued":
-                done.enqueued += 1
-                done.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)
+                part.parked.append((due.name, type(error).__name__))
+                todo = None
+            if todo is not None:
+                recorded = conn.execute(sql("record_fires"), {
+                    "name": due.name,
+                    "fire_ats": [f for f, _ in todo.fires],
+                    "statuses": [s for _, s in todo.fires],
+                    "next_fire_at": todo.next_fire_at,
+                }).fetchall()
+        if todo is not None:
+            if sum(1 for _, status in todo.fires if status == "enqueued") \
+                    >= ENQUEUED_PER_SCHEDULE:
+                capped.append(due.name)
+            for fire_at, status, job_id in recorded:
+                part.rows.append((due.name, fire_at, status, job_id))
+                if status == "enqueued":
+                    part.enqueued += 1
+                    part.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)
+        done.add(part)
+        if report is not None:
+            report(part)
+        budget.spent()
     return done

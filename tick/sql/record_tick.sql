@@ -3,11 +3,14 @@
 -- A stretch's row rides at the end of the round trip whose claim may end the
 -- stretch: as in finish_tick.sql, it is written only if none of %(slots)s
 -- was filled in this transaction. Sent on its own, %(slots)s is empty.
+-- Its start and deadline come as durations, made instants on the database's
+-- clock (finished_at's): a host's clock may disagree with it.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
                        continued, rescued, pruned, fired, stop_reason, error)
 SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
-       coalesce(%(started_at)s, now()), now(), %(deadline_at)s,
+       now() - make_interval(secs => coalesce(%(ran_secs)s::float8, 0)), now(),
+       now() + make_interval(secs => %(deadline_secs)s::float8),
        %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
        %(discarded)s, %(continued)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
 WHERE NOT EXISTS (

@@ -5,7 +5,10 @@
 -- itself: a tick pays no round trip for schedules, history or the prune check.
 WITH started AS (
     INSERT INTO awc.ticks (driver, worker_id, correlation_id, deadline_at)
-    SELECT %(driver)s, %(worker_id)s, %(correlation_id)s, %(deadline_at)s
+    -- The deadline comes as the time left, made an instant on the database's
+    -- clock, the one `awc ticks` compares it with.
+    SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
+           now() + make_interval(secs => %(deadline_secs)s::float8)
     WHERE %(driver)s::text IS NOT NULL
     RETURNING id
 )

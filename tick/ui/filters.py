@@ -9,6 +9,7 @@ app answers with a 400 page.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -90,14 +91,22 @@ def driver(params: Mapping[str, str]) -> str | None:
     return value
 
 
+# An instant Python cannot hold, as PostgreSQL writes it (SPEC §4.2): a
+# tick's started_at written by plain SQL may be one, and the page after it
+# starts there.
+_SERVER_INSTANT = re.compile(
+    r"-?infinity|\d{5,6}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d){0,2}"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d){0,2} BC")
+
+
 def tick_cursor(params: Mapping[str, str]) -> tuple[datetime | str, int] | None:
-    """The ticks page cursor, `<started_at ISO>/<id>`; `infinity` and
-    `-infinity` as PostgreSQL writes them (a row plain SQL wrote)."""
+    """The ticks page cursor, `<started_at>/<id>`: an ISO instant, or one
+    Python cannot hold as the server's text (the query reads it)."""
     value = params.get("before", "").strip()
     if not value:
         return None
     at, _, tick = value.rpartition("/")
-    if at in ("infinity", "-infinity"):
+    if _SERVER_INSTANT.fullmatch(at):
         return at, job_id(tick)
     try:
         when = datetime.fromisoformat(at)

@@ -198,16 +198,24 @@ def schedule(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
 
 def ticks(conn: psycopg.Connection[Any], driver: str | None,
           cursor: tuple[datetime | str, int] | None) -> tuple[list[dict[str, Any]], str | None]:
-    """A page of the tick history, newest first, and the next page's cursor."""
-    rows = _rows(conn.execute(sql("console_ticks"), {
-        "driver": driver, "before_at": cursor[0] if cursor else None,
-        "before_id": cursor[1] if cursor else None, "limit": PAGE + 1}))
+    """A page of the tick history, newest first, and the next page's cursor.
+    A started_at Python cannot hold comes as the server's text (SPEC §4.2),
+    and so goes into the cursor."""
+    import psycopg
+
+    from tick.ui.filters import BadInput
+
+    try:
+        rows = _rows(conn.execute(sql("console_ticks"), {
+            "driver": driver, "before_at": cursor[0] if cursor else None,
+            "before_id": cursor[1] if cursor else None, "limit": PAGE + 1}))
+    except psycopg.errors.DataError:  # a cursor shaped like an instant, but none
+        raise BadInput("before is not a ticks page cursor") from None
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     last = rows[-1] if more else None
     if last is None:
         return rows, None
-    # An instant Python cannot hold arrives as the server's text (infinity).
     at = last["started_at"]
     return rows, f"{at.isoformat() if isinstance(at, datetime) else at}/{last['id']}"
 

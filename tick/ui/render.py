@@ -54,15 +54,6 @@ def seconds(value: float | None) -> str:
     return _span(value)
 
 
-def took(row: Any) -> Markup:
-    """How long a tick ran, "1.25 s"; a dash while it runs or when either
-    instant is one Python cannot hold (shown as text beside it)."""
-    started, finished = row["started_at"], row["finished_at"]
-    if not isinstance(started, datetime) or not isinstance(finished, datetime):
-        return Markup('<span class="muted">—</span>')
-    return Markup("{0} s").format(f"{(finished - started).total_seconds():.2f}")
-
-
 def cut(value: Any, limit: int = 120) -> str:
     text = "" if value is None else str(value)
     return text if len(text) <= limit else text[:limit] + "…"
@@ -76,5 +67,4 @@ def state(value: str | None) -> Markup:
         escape(value.lower()), escape(value))
 
 
-FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state,
-           "took": took}
+FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state}

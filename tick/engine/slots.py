@@ -244,13 +244,17 @@ def handler_stack(run: Run) -> str | None:
     """Where `run`'s handler is now, seen from the coordinator at its
     deadline: the stack of its slot thread (SPEC §22), or None if it is not
     in its handler (never started, or returned meanwhile)."""
-    ident = run.thread
-    if not ident or run.checkpointed:
+    if run.checkpointed:
         return None
-    stack = thread_stack(ident)
+    ident = run.thread
+    stack = thread_stack(ident) if ident else None
     # Read while the thread ran on: if it left this run meanwhile, the
     # stack may be another job's.
-    return stack if run.thread == ident else None
+    if stack is not None and run.thread == ident:
+        return stack
+    # It left its handler as the deadline came (a `ctx.wait` ends there, and
+    # its `ctx.check` raises): where its own outcome says it was.
+    return run.outcome[3] if run.outcome is not None else None
 
 
 def _brief(error: Any) -> str:

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("console", ["--jobs", "100000" if q else "1000000", "--runs", "3" if q else "5"]),
         # SPEC §24: each on a server of its own with autovacuum on (bench/horizon.py).
         ("horizon", ["--slices", "3" if q else "10", "--slice-jobs", "20000" if q else "100000"]),
-        ("horizon_steady", ["--rate", "1500", "--clean-secs", "20" if q else "60",
+        ("horizon_steady", ["--rate", "3000", "--clean-secs", "20" if q else "60",
                             "--pinned-secs", "40" if q else "180",
                             "--recovery-secs", "30" if q else "120",
                             "--window-secs", "10" if q else "30"]),

@@ -95,8 +95,9 @@ def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
 def pinned_horizon(url: str) -> Iterator[int | None]:
     """A REPEATABLE READ transaction that has taken its snapshot, held until
     the block ends, as pg_dump holds one; yields the xmin it pins. It must be
-    in the same database: since PostgreSQL 14 another database's snapshot
-    does not hold this one's tables back."""
+    in the same database: a snapshot held in another database does not
+    hold this one's tables back (only replication slots and hot standby
+    feedback hold every database)."""
     conn = psycopg.connect(url)
     try:
         conn.isolation_level = IsolationLevel.REPEATABLE_READ

@@ -1,6 +1,6 @@
 """horizon_steady (SPEC §24): a steady load through a pinned horizon and back.
 
-    python -m bench.horizon_steady [--rate 1500] [--consumers 2] [--clean-secs 60]
+    python -m bench.horizon_steady [--rate 3000] [--consumers 2] [--clean-secs 60]
                                    [--pinned-secs 180] [--recovery-secs 120]
                                    [--window-secs 30] [--database-url URL]
 
@@ -137,7 +137,7 @@ def windows(conn: psycopg.Connection[Any], phase: str, start: datetime, end: dat
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, default=1500.0, help="jobs enqueued per second")
+    parser.add_argument("--rate", type=float, default=3000.0, help="jobs enqueued per second")
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--clean-secs", type=float, default=60.0)

@@ -6,8 +6,9 @@ reference, ratio and target (the targets of the performance work).
 Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
-retained finished rows, real handlers before and after, and the console's
-pages on 1M jobs (each also prints its
+retained finished rows, real handlers before and after, the console's
+pages on 1M jobs, and the drain and a steady load under a pinned xmin
+horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
 sizes and fewer runs, for a look rather than a figure.
 """
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("retained", [*runs, "--finished", "500000" if q else "5000000"]),
         ("handlers", [*runs, "--jobs", "1000" if q else "3000"]),
         ("console", ["--jobs", "100000" if q else "1000000", "--runs", "3" if q else "5"]),
+        # SPEC §24: each on a server of its own with autovacuum on (bench/horizon.py).
+        ("horizon", ["--slices", "3" if q else "10", "--slice-jobs", "20000" if q else "100000"]),
+        ("horizon_steady", ["--rate", "3000", "--clean-secs", "20" if q else "60",
+                            "--pinned-secs", "40" if q else "180",
+                            "--recovery-secs", "30" if q else "120",
+                            "--window-secs", "10" if q else "30"]),
     ]
     for name, bench_argv in plan:
         got[name] = _run(name, bench_argv)
@@ -154,6 +161,21 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
      lambda g: g["handlers"]["onequery_now_jobs_per_s"],
      lambda g: g["handlers"]["onequery_before_jobs_per_s"], ">= 0.95 (no slower)",
      lambda r: r >= 0.95, ""),
+    ("pinned horizon drain, jobs/s, worst slice vs the same slice free",
+     lambda g: g["horizon"]["worst_slice_pinned_jobs_per_s"],
+     lambda g: g["horizon"]["worst_slice_free_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("pinned horizon drain, jobs/s, last slice vs first",
+     lambda g: g["horizon"]["pinned_last_slice_jobs_per_s"],
+     lambda g: g["horizon"]["pinned_first_slice_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("pinned horizon, claim buffers per call, last slice vs first",
+     lambda g: g["horizon"]["pinned_claim_buffers_last"],
+     lambda g: g["horizon"]["pinned_claim_buffers_first"], "(reported)", lambda r: True, ""),
+    ("steady load, jobs/s, worst pinned window vs clean",
+     lambda g: g["horizon_steady"]["worst_pinned_jobs_per_s"],
+     lambda g: g["horizon_steady"]["clean_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
+    ("steady load, jobs/s, last recovery window vs clean",
+     lambda g: g["horizon_steady"]["last_recovery_jobs_per_s"],
+     lambda g: g["horizon_steady"]["clean_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),
 ]
 
 

@@ -36,9 +36,10 @@ def server_url() -> str:
     return os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL") or DEFAULT_SERVER
 
 
-def bench_url() -> str:
-    """A migrated `awc_bench` database on the named server."""
-    admin = server_url()
+def bench_url(admin: str | None = None) -> str:
+    """A migrated `awc_bench` database on the named server (or on `admin`'s,
+    for a bench that starts a server of its own: bench.horizon)."""
+    admin = admin or server_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BENCH_DB,))
         if exists.fetchone() is None:

@@ -195,3 +195,25 @@ def test_resume_of_what_pause_did_not_pause_says_so(
     assert run_awc(awc_env, "limits", "set", "kind:b", "--max-running", "2").returncode == 0
     assert run_awc(awc_env, "resume", "kind:b").returncode == 1
     assert limit_row(conn, "kind:b") == (2, None, None)
+
+
+def test_dead_letters_are_pruned_only_past_their_own_retention(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # SPEC §22: unset (as before), FAILED jobs are never pruned; set, the
+    # prune pass deletes those finished longer ago than it, and only those.
+    old, recent = enqueue_many(conn, [{"kind": "k"}] * 2)
+    set_state(conn, [old], "FAILED", "3 days")
+    set_state(conn, [recent], "FAILED", "1 hour")
+    assert run_awc(awc_env, "prune").stdout.strip() == "pruned 0 jobs"
+    assert states(conn, [old, recent]) == ["FAILED", "FAILED"]
+    env = {**awc_env, "AWC_DEAD_LETTER_RETENTION_SECS": str(2 * 86400)}
+    assert run_awc(env, "prune").stdout.strip() == "pruned 1 jobs"
+    assert states(conn, [old, recent]) == [None, "FAILED"]
+    # The hourly pass of `awc maintenance` does it too.
+    set_state(conn, [recent], "FAILED", "3 days")
+    conn.execute("UPDATE awc.maintenance SET last_run_at = '-infinity' WHERE step = 'prune'")
+    assert run_awc(env, "maintenance", "tick").returncode == 0
+    assert states(conn, [recent]) == [None]
+    bad = run_awc({**awc_env, "AWC_DEAD_LETTER_RETENTION_SECS": "0"}, "prune")
+    assert bad.returncode == 1 and "AWC_DEAD_LETTER_RETENTION_SECS" in bad.stderr

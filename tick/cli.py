@@ -142,6 +142,7 @@ def maintenance_tick(as_json: bool) -> None:
         done = run_maintenance(conn, settings.prune_after_secs,
                                schedule_history_secs=settings.schedule_history_secs,
                                tick_history_secs=settings.tick_history_secs,
+                               dead_letter_secs=settings.dead_letter_retention_secs,
                                start=TickStart("maintenance", settings.worker_id))
         if done.tick_id is not None:
             finish(conn, done.tick_id, TickReport(rescued=done.rescued + done.rescued_failed,

@@ -276,7 +276,8 @@ def jobs_show(job_id: int) -> None:
 
 @click.command("prune")
 def prune_command() -> None:
-    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS, now."""
+    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS (and
+    FAILED ones older than AWC_DEAD_LETTER_RETENTION_SECS, if set), now."""
     from tick.maintenance import prune
 
     settings = load_settings()
@@ -284,7 +285,8 @@ def prune_command() -> None:
     with operator_connection(settings) as conn:
         while True:
             deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30,
-                            ledger_after_secs=settings.schedule_history_secs)
+                            ledger_after_secs=settings.schedule_history_secs,
+                            dead_after_secs=settings.dead_letter_retention_secs)
             total += deleted
             if deleted == 0:
                 break

@@ -54,7 +54,8 @@ CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
 CREATE INDEX jobs_dead_idx ON awc.jobs (state, id)
     WHERE state IN ('FAILED', 'CANCELLED');
 -- Dead letters past AWC_DEAD_LETTER_RETENTION_SECS, oldest first (SPEC §22).
-CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at) WHERE state = 'FAILED';
+CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at)
+    WHERE state = 'FAILED' AND finished_at IS NOT NULL;
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON awc.jobs (dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING');
 

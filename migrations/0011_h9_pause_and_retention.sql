@@ -8,6 +8,9 @@ ALTER TABLE awc.limits
     ADD COLUMN paused_from integer;
 
 -- AWC_DEAD_LETTER_RETENTION_SECS: the prune reads old FAILED jobs oldest
--- first from here, in bounded batches, never the whole dead-letter set.
+-- first from here, in bounded batches, never the whole dead-letter set. Its
+-- "finished_at IS NOT NULL" only a finished_at comparison proves, so the
+-- console's dead-letter lists keep reading jobs_dead_idx in id order.
 -- Building it reads the table once, holding off writes meanwhile, as 0003 did.
-CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at) WHERE state = 'FAILED';
+CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at)
+    WHERE state = 'FAILED' AND finished_at IS NOT NULL;

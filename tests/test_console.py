@@ -238,7 +238,7 @@ def test_signing_out_ends_the_session(console: str) -> None:
     ("/ticks?before=yesterday", 400, "not a ticks page cursor"),
     ("/schedules/nope", 404, "no such schedule"),
     ("/schedules/%00", 400, "contains a NUL character"),
-    ("/jobs/bulk?action=delete", 400, "action must be retry or cancel"),
+    ("/jobs/bulk?action=delete", 400, "action must be retry, cancel or discard"),
     ("/no/such/page", 404, "no such page"),
 ])
 def test_bad_input_gets_a_clear_page_and_a_4xx(console: str, path: str, status: int,
@@ -353,7 +353,7 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     # A preview changes nothing.
     assert all(_state(conn, j) == "FAILED" for j in [*mine, other, held])
     done = client.post("/jobs/bulk", data=_confirmation(preview.text))
-    assert done.status_code == 200 and "3 jobs changed" in done.text
+    assert done.status_code == 200 and "Retry: 3 jobs retried." in done.text
     assert all(_state(conn, j) == "PENDING" for j in mine)
     assert _state(conn, other) == "FAILED"
     assert _state(conn, held) == "FAILED"  # its dedupe key is live (job `live`)
@@ -401,7 +401,7 @@ def test_a_confirmed_bulk_action_touches_only_the_jobs_its_preview_showed(
     # Confirming the set the page now shows applies to exactly that set.
     current = client.get("/jobs/bulk?action=cancel&kind=mail").text
     done = client.post("/jobs/bulk", data=_confirmation(current))
-    assert done.status_code == 200 and "503 jobs changed" in done.text
+    assert done.status_code == 200 and "Cancel: 503 jobs cancelled." in done.text
     assert _audit(conn) == [("console.bulk_cancel", "jobs",
                              {"filter": {"kind": "mail"}, "count": 503})]
 
@@ -414,7 +414,7 @@ def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connectio
     preview = client.get("/jobs/bulk?action=cancel&queue=slow")
     assert re.search(r'id="touches">1<', preview.text)
     done = client.post("/jobs/bulk", data=_confirmation(preview.text))
-    assert "1 jobs changed" in done.text
+    assert "Cancel: 1 job cancelled." in done.text
     assert _state(conn, pending) == "CANCELLED"
     assert _state(conn, failed) == "FAILED"
 

@@ -217,3 +217,24 @@ def test_dead_letters_are_pruned_only_past_their_own_retention(
     assert states(conn, [recent]) == [None]
     bad = run_awc({**awc_env, "AWC_DEAD_LETTER_RETENTION_SECS": "0"}, "prune")
     assert bad.returncode == 1 and "AWC_DEAD_LETTER_RETENTION_SECS" in bad.stderr
+
+
+def test_a_filter_is_capped_per_run_and_says_so(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # SPEC §22, as the console's bulk actions: one run counts and touches at
+    # most 10,000 jobs, read through their state's index; the rest next run.
+    conn.execute("INSERT INTO awc.jobs (kind, state, finished_at) "
+                 "SELECT 'k', 'FAILED', now() FROM generate_series(1, 10005)")
+    listed = run_awc(awc_env, "jobs", "list", "--state", "failed", "--limit", "3", "--json")
+    assert len(listed.stdout.splitlines()) == 3, listed.stderr  # any case, as everywhere
+    preview = run_awc(awc_env, "jobs", "discard", "--state", "Failed")
+    assert preview.stdout.strip() == ("discard would touch 10,000 jobs (at most 10,000 a run: "
+                                      "run it again for the rest); nothing was changed: "
+                                      "add --yes to do it"), preview.stderr
+    first = run_awc(awc_env, "jobs", "discard", "--state", "failed", "--yes")
+    assert first.stdout.strip().startswith("10,000 jobs discarded"), first.stderr
+    second = run_awc(awc_env, "jobs", "discard", "--state", "failed", "--yes")
+    assert second.stdout.strip() == "5 jobs discarded"
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
+    assert [d["count"] for _, d in audits(conn, "cli.discard")] == [10000, 5]

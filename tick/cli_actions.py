@@ -13,13 +13,16 @@ never migrate (SPEC §3).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tick.cli_queue import jobs_group, operator_connection
 from tick.errors import AwcError
 from tick.settings import load_settings
+
+if TYPE_CHECKING:
+    from tick.bulk import Selection
 
 STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 _ONE_DONE = {"retry": "is PENDING", "cancel": "is CANCELLED", "discard": "discarded"}
@@ -43,7 +46,7 @@ def parse_duration(text: str) -> float:
 
 
 def _selection(action: str, ids: tuple[int, ...], state: str | None, kind: str | None,
-               queue: str | None, older_than: str | None) -> Any:
+               queue: str | None, older_than: str | None) -> Selection:
     from tick.bulk import ACTION_STATES, Selection
 
     filtered = state is not None or kind is not None or queue is not None or older_than

@@ -53,6 +53,9 @@ CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
 -- The console's dead letters and cancelled jobs (SPEC §19).
 CREATE INDEX jobs_dead_idx ON awc.jobs (state, id)
     WHERE state IN ('FAILED', 'CANCELLED');
+-- Dead letters past AWC_DEAD_LETTER_RETENTION_SECS, oldest first (SPEC §22).
+CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at)
+    WHERE state = 'FAILED' AND finished_at IS NOT NULL;
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON awc.jobs (dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING');
 
@@ -249,6 +252,9 @@ CREATE TABLE awc.limits (
     max_running integer,
     rate        integer,
     per_secs    integer,
+    -- SPEC §22: set by `awc pause`, with the max_running it held before.
+    paused      boolean NOT NULL DEFAULT false,
+    paused_from integer,
     PRIMARY KEY (scope, name),
     CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue')),
     CONSTRAINT limits_max_running_check CHECK (max_running >= 0),

@@ -68,16 +68,19 @@ FROM generate_series(0, 23) AS n;
 INSERT INTO awc.schedule_fires (schedule, fire_at, status, job_id)
 VALUES ('nightly-report', now() - interval '4 hours', 'enqueued', 2),
        ('validate-snapshots', now() - interval '9 minutes', 'enqueued', 8);
-INSERT INTO awc.limits (scope, name, max_running, rate, per_secs)
-VALUES ('kind', 'webhook.deliver', 4, 100, 60), ('queue', 'reports', 2, NULL, NULL),
-       ('kind', 'email.send', 0, NULL, NULL);
+INSERT INTO awc.limits (scope, name, max_running, rate, per_secs, paused, paused_from)
+VALUES ('kind', 'webhook.deliver', 4, 100, 60, false, NULL),
+       ('queue', 'reports', 2, NULL, NULL, false, NULL),
+       ('kind', 'email.send', 0, NULL, NULL, true, NULL);
 ANALYZE awc.jobs;
 """
 
 PAGES = [("overview", "/"), ("jobs", "/jobs"), ("jobs-failed", "/jobs?state=FAILED"),
          ("job", "/jobs/4"), ("bulk", "/jobs/bulk?action=retry&state=FAILED"),
          ("schedules", "/schedules"), ("schedule", "/schedules/hourly-gc"),
-         ("ticks", "/ticks"), ("limits", "/limits")]
+         ("ticks", "/ticks"),
+         # Just after the Pause of email.send (SPEC §22): the page says what it did.
+         ("limits", "/limits?did=pause&target=kind:email.send")]
 
 
 def main(out: Path) -> None:

@@ -238,7 +238,7 @@ def test_signing_out_ends_the_session(console: str) -> None:
     ("/ticks?before=yesterday", 400, "not a ticks page cursor"),
     ("/schedules/nope", 404, "no such schedule"),
     ("/schedules/%00", 400, "contains a NUL character"),
-    ("/jobs/bulk?action=delete", 400, "action must be retry or cancel"),
+    ("/jobs/bulk?action=delete", 400, "action must be retry, cancel or discard"),
     ("/no/such/page", 404, "no such page"),
 ])
 def test_bad_input_gets_a_clear_page_and_a_4xx(console: str, path: str, status: int,
@@ -302,15 +302,19 @@ def test_read_only_shows_no_actions_and_refuses_them(
     read_stderr(proc)
     try:
         client = signed_in(base)
-        for path in [f"/jobs/{job}", "/jobs?state=FAILED", "/schedules", "/schedules/nightly"]:
+        conn.execute("INSERT INTO awc.limits (scope, name, max_running) VALUES ('kind', 'a', 1)")
+        for path in [f"/jobs/{job}", "/jobs?state=FAILED", "/schedules", "/schedules/nightly",
+                     "/limits"]:
             page = client.get(path).text
             assert "read-only" in page
-            for verb in ("Retry", "Cancel", "Pause", "Resume", "Trigger"):
+            for verb in ("Retry", "Cancel", "Discard", "Pause", "Resume", "Trigger"):
                 assert f">{verb}</button>" not in page, (path, verb)
             assert "all matching" not in page
         csrf = csrf_of(client.get("/").text)  # sign-out still has its token
-        for path in [f"/jobs/{job}/retry", "/schedules/nightly/trigger", "/jobs/bulk"]:
-            assert client.post(path, data={"csrf": csrf, "action": "retry"}).status_code == 403
+        for path in [f"/jobs/{job}/retry", f"/jobs/{job}/discard", "/schedules/nightly/trigger",
+                     "/jobs/bulk", "/limits/pause"]:
+            assert client.post(path, data={"csrf": csrf, "action": "retry",
+                                           "target": "kind:a"}).status_code == 403
         assert client.get("/jobs/bulk?action=retry&state=FAILED").status_code == 403
     finally:
         stop(proc)
@@ -353,7 +357,7 @@ def test_bulk_retry_previews_a_bounded_count_then_applies_it(
     # A preview changes nothing.
     assert all(_state(conn, j) == "FAILED" for j in [*mine, other, held])
     done = client.post("/jobs/bulk", data=_confirmation(preview.text))
-    assert done.status_code == 200 and "3 jobs changed" in done.text
+    assert done.status_code == 200 and "Retry: 3 jobs retried." in done.text
     assert all(_state(conn, j) == "PENDING" for j in mine)
     assert _state(conn, other) == "FAILED"
     assert _state(conn, held) == "FAILED"  # its dedupe key is live (job `live`)
@@ -401,7 +405,7 @@ def test_a_confirmed_bulk_action_touches_only_the_jobs_its_preview_showed(
     # Confirming the set the page now shows applies to exactly that set.
     current = client.get("/jobs/bulk?action=cancel&kind=mail").text
     done = client.post("/jobs/bulk", data=_confirmation(current))
-    assert done.status_code == 200 and "503 jobs changed" in done.text
+    assert done.status_code == 200 and "Cancel: 503 jobs cancelled." in done.text
     assert _audit(conn) == [("console.bulk_cancel", "jobs",
                              {"filter": {"kind": "mail"}, "count": 503})]
 
@@ -414,7 +418,7 @@ def test_bulk_cancel_applies_to_pending_and_running_only(conn: psycopg.Connectio
     preview = client.get("/jobs/bulk?action=cancel&queue=slow")
     assert re.search(r'id="touches">1<', preview.text)
     done = client.post("/jobs/bulk", data=_confirmation(preview.text))
-    assert "1 jobs changed" in done.text
+    assert "Cancel: 1 job cancelled." in done.text
     assert _state(conn, pending) == "CANCELLED"
     assert _state(conn, failed) == "FAILED"
 
@@ -604,3 +608,135 @@ def test_the_job_page_shows_the_error_history_collapsed_newest_first_and_escaped
     assert "in step_25" in section and "in step_5" not in section
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in section
     assert len(page) < 400_000
+
+
+# -- what the operator does next (SPEC §22) -------------------------------------------
+
+
+def test_discard_one_job_says_so_and_is_recorded(conn: psycopg.Connection[Any],
+                                                 console: str) -> None:
+    failed, done = _failed_job(conn), enqueue(conn, "mail", None)
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (done,))
+    live = enqueue(conn, "mail", None)
+    client = signed_in(console)
+    page = client.get(f"/jobs/{failed}").text
+    assert ">Discard</button>" in page
+    assert ">Discard</button>" not in client.get(f"/jobs/{live}").text
+    answer = client.post(f"/jobs/{failed}/discard", data={"csrf": csrf_of(page)})
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/jobs?did=discard&job={failed}"
+    assert f"job {failed} discarded" in client.get(answer.headers["location"]).text
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (failed,)).fetchone() \
+        == (0,)
+    assert client.post(f"/jobs/{done}/discard", data={"csrf": csrf_of(page)}).status_code == 303
+    # PENDING or RUNNING: refused with why, nothing deleted or recorded.
+    refused = client.post(f"/jobs/{live}/discard", data={"csrf": csrf_of(page)})
+    assert refused.status_code == 409 and "only FAILED, CANCELLED or COMPLETED" in refused.text
+    assert _state(conn, live) == "PENDING"
+    assert _audit(conn) == [("console.discard", f"job:{failed}", None),
+                            ("console.discard", f"job:{done}", None)]
+
+
+def test_bulk_discard_touches_only_the_final_jobs_its_preview_sealed(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    dead = [_failed_job(conn, kind="report") for _ in range(3)]
+    live = enqueue(conn, "report", None)
+    client = signed_in(console)
+    listed = client.get("/jobs?kind=report").text
+    assert "/jobs/bulk?kind=report&amp;action=discard" in listed
+    preview = client.get("/jobs/bulk?action=discard&kind=report")
+    assert re.search(r'id="touches">3<', preview.text)
+    late = _failed_job(conn, kind="report")  # matches after the preview: not touched
+    stale = client.post("/jobs/bulk", data=_confirmation(preview.text))
+    assert stale.status_code == 409 and 'id="changed-since"' in stale.text
+    assert all(_state(conn, j) == "FAILED" for j in [*dead, late])
+    done = client.post("/jobs/bulk", data=_confirmation(stale.text))
+    assert done.status_code == 200 and "Discard: 4 jobs discarded." in done.text
+    left = [r[0] for r in conn.execute("SELECT id FROM awc.jobs ORDER BY id").fetchall()]
+    assert left == [live]
+    assert _audit(conn) == [("console.bulk_discard", "jobs",
+                             {"filter": {"kind": "report"}, "count": 4})]
+    # A filter whose state discard never applies to: nothing to confirm.
+    pending = client.get("/jobs/bulk?action=discard&state=PENDING").text
+    assert re.search(r'id="touches">0<', pending) and "Confirm" not in pending
+
+
+def test_bulk_buttons_appear_only_where_they_can_match(conn: psycopg.Connection[Any],
+                                                       console: str) -> None:
+    client = signed_in(console)
+    for state, shown in [("PENDING", {"Cancel"}), ("RUNNING", {"Cancel"}),
+                         ("FAILED", {"Retry", "Discard"}), ("CANCELLED", {"Retry", "Discard"}),
+                         ("COMPLETED", {"Discard"})]:
+        page = client.get(f"/jobs?state={state}").text
+        found = set(re.findall(r">(\w+) all matching…</a>", page))
+        assert found == shown, (state, found)
+    assert set(re.findall(r">(\w+) all matching…</a>", client.get("/jobs?kind=x").text)) \
+        == {"Retry", "Cancel", "Discard"}
+
+
+def test_cancel_of_a_running_job_asks_first_and_each_action_says_what_it_did(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    running, pending = enqueue(conn, "mail", None), enqueue(conn, "mail", None)
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', locked_by = 'w', "
+                 "locked_until = now() + interval '1 hour', claim_token = gen_random_uuid() "
+                 "WHERE id = %s", (running,))
+    client = signed_in(console)
+    page = client.get(f"/jobs/{running}").text
+    assert re.search(r'action="/jobs/\d+/cancel" class="inline" data-confirm="Job \d+ is '
+                     r'running: cancel it\?', page)
+    assert "data-confirm" not in client.get(f"/jobs/{pending}").text.split("<main>")[1] \
+        .split("</form>")[0]
+    answer = client.post(f"/jobs/{pending}/cancel", data={"csrf": csrf_of(page)})
+    assert answer.headers["location"] == f"/jobs/{pending}?did=cancel&job={pending}"
+    shown = client.get(answer.headers["location"]).text
+    assert f'id="notice" role="status">job {pending} cancelled<' in shown
+    retried = client.post(f"/jobs/{pending}/retry", data={"csrf": csrf_of(page)})
+    assert f"job {pending} retried" in client.get(retried.headers["location"]).text
+    # A notice is only ever awc's own words: a forged one says nothing.
+    for forged in ("?did=<b>x</b>&job=1", "?did=cancel&job=<b>", "?did=cancel&job=-1"):
+        assert 'id="notice"' not in client.get(f"/jobs{forged}").text, forged
+
+
+def _limit(conn: psycopg.Connection[Any], name: str) -> Any:
+    return conn.execute("SELECT max_running, rate, per_secs, paused FROM awc.limits "
+                        "WHERE name = %s", (name,)).fetchone()
+
+
+def test_pause_and_resume_on_the_limits_page_keep_the_limit_and_are_recorded(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    conn.execute("INSERT INTO awc.limits (scope, name, max_running, rate, per_secs) "
+                 "VALUES ('kind', 'mail', 3, 10, 60)")
+    client = signed_in(console)
+    page = client.get("/limits").text
+    csrf = csrf_of(page)
+    assert ">Pause</button>" in page
+    answer = client.post("/limits/pause", data={"csrf": csrf, "target": "kind:mail"})
+    assert answer.status_code == 303
+    shown = client.get(answer.headers["location"]).text
+    assert "kind mail paused" in shown and ">Resume</button>" in shown
+    assert _limit(conn, "mail") == (0, 10, 60, True)
+    # Pausing a queue with no limit makes one for the pause; Resume removes it.
+    assert client.post("/limits/pause", data={"csrf": csrf, "target": "queue:bulk"}
+                       ).status_code == 303
+    assert _limit(conn, "bulk") == (0, None, None, True)
+    for target in ("kind:mail", "queue:bulk"):
+        resumed = client.post("/limits/resume", data={"csrf": csrf, "target": target})
+        assert resumed.status_code == 303
+        assert f"{target.replace(':', ' ')} resumed" in client.get(resumed.headers["location"]).text
+    assert _limit(conn, "mail") == (3, 10, 60, False)
+    assert _limit(conn, "bulk") is None
+    assert _audit(conn) == [("console.pause_limit", "kind:mail", None),
+                            ("console.pause_limit", "queue:bulk", None),
+                            ("console.resume_limit", "kind:mail", {"limit": "restored"}),
+                            ("console.resume_limit", "queue:bulk", {"limit": "removed"})]
+    # Resuming what no pause held, or a bad target: refused, nothing changes.
+    refused = client.post("/limits/resume", data={"csrf": csrf, "target": "kind:mail"})
+    assert refused.status_code == 409 and "is not paused" in refused.text
+    for bad in ("tenant:x", "kind:", "mail", "kind:" + "x" * 300):
+        answer = client.post("/limits/pause", data={"csrf": csrf, "target": bad})
+        assert answer.status_code == 400, bad
+    assert client.post("/limits/stop", data={"csrf": csrf, "target": "kind:mail"}
+                       ).status_code == 404
+    assert client.post("/limits/pause", data={"target": "kind:mail"}).status_code == 403
+    assert _limit(conn, "mail") == (3, 10, 60, False) and len(_audit(conn)) == 4

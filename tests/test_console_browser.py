@@ -175,3 +175,68 @@ def test_live_refresh_can_be_paused_and_resumed(console: str, browser: Any) -> N
     wait_for(lambda: browser.execute_script("return window.awcMarker") is None, timeout=12,
              what="the page to reload once refresh resumed")
     assert browser.find_element(By.ID, "refresh-toggle").text == "Pause refresh"
+
+
+def _notice(browser: Any) -> str:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        found = browser.find_elements(By.ID, "notice")
+        return str(found[0].text) if found else ""
+    except StaleElementReferenceException:
+        return ""
+
+
+def _alert(browser: Any) -> Any:
+    """The page's open dialog, or None while there is none."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        return browser.switch_to.alert
+    except NoAlertPresentException:
+        return None
+
+
+def test_pause_and_resume_a_kind_on_the_limits_page(
+        conn: psycopg.Connection[Any], console: str, browser: Any) -> None:
+    """SPEC §22: the Limits page pauses a kind it has no limit for yet, says
+    so, and Resume removes the limit that existed only for the pause."""
+    from selenium.webdriver.common.by import By
+
+    sign_in(browser, console)
+    browser.find_element(By.LINK_TEXT, "Limits").click()
+    wait_for(lambda: browser.current_url.endswith("/limits"), what="the Limits page")
+    browser.find_element(By.CSS_SELECTOR, "#pause-form input[name=target]").send_keys("kind:mail")
+    browser.find_element(By.CSS_SELECTOR, "#pause-form button").click()
+    wait_for(lambda: _notice(browser) == "kind mail paused", what="the pause's notice")
+    assert conn.execute("SELECT max_running, paused FROM awc.limits WHERE name = 'mail'"
+                        ).fetchone() == (0, True)
+    assert "paused" in browser.find_element(By.CSS_SELECTOR, "table tbody tr").text
+    browser.find_element(By.XPATH, "//button[text()='Resume']").click()
+    wait_for(lambda: _notice(browser) == "kind mail resumed", what="the resume's notice")
+    assert conn.execute("SELECT count(*) FROM awc.limits").fetchone() == (0,)
+    events = conn.execute("SELECT event, subject FROM awc.audit_events ORDER BY id").fetchall()
+    assert events == [("console.pause_limit", "kind:mail"), ("console.resume_limit", "kind:mail")]
+
+
+def test_discard_asks_first_then_deletes_the_dead_letter(
+        conn: psycopg.Connection[Any], console: str, browser: Any) -> None:
+    """SPEC §22: Discard on a dead letter's page asks to confirm; dismissed,
+    nothing changes; accepted, the job is gone and the jobs page says so."""
+    from selenium.webdriver.common.by import By
+
+    job = dead_letters(conn, 1)[0]
+    sign_in(browser, console)
+    browser.get(f"{console}/jobs/{job}")
+    assert _state_on_page(browser) == "FAILED"
+    browser.find_element(By.ID, "discard").click()
+    wait_for(lambda: _alert(browser), what="the confirm dialog").dismiss()
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() \
+        == ("FAILED",)
+    browser.find_element(By.ID, "discard").click()
+    wait_for(lambda: _alert(browser), what="the confirm dialog").accept()
+    wait_for(lambda: _notice(browser) == f"job {job} discarded", what="the discard's notice")
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (job,)).fetchone() == (0,)
+    assert conn.execute("SELECT event, subject FROM awc.audit_events").fetchall() \
+        == [("console.discard", f"job:{job}")]

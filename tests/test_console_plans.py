@@ -102,9 +102,14 @@ def test_dead_letters_and_cancelled_jobs_list_from_their_index(big: str, state: 
     ("console_jobs_by_queue", {"cap": CAP + 1, "groups": GROUPS}),
     ("console_dead_letters", {"limit": 10}),
     ("console_bulk_candidates", {"states": ["FAILED", "CANCELLED"], "kind": "k1",
-                                 "queue": None, "cap": BULK_CAP}),
+                                 "queue": None, "cap": BULK_CAP, "older_secs": None}),
     ("console_bulk_candidates", {"states": ["PENDING", "RUNNING"], "kind": None,
-                                 "queue": "q1", "cap": BULK_CAP}),
+                                 "queue": "q1", "cap": BULK_CAP, "older_secs": None}),
+    # SPEC §22: discard's COMPLETED branch reads the finished index, older
+    # than a week a range of it.
+    ("console_bulk_candidates", {"states": ["FAILED", "CANCELLED", "COMPLETED"],
+                                 "kind": None, "queue": None, "cap": BULK_CAP,
+                                 "older_secs": 7 * 86400.0}),
     ("console_job_listed", {"id": 1234, "state": None, "kind": None, "queue": None}),
     ("console_job", {"id": 1234, "chars": 100_001}),
 ])
@@ -120,7 +125,7 @@ def test_the_overview_and_actions_read_a_bounded_part_of_the_jobs_table(
              # (plus the CANCELLED rows the finished index holds beside them).
              "console_jobs_by_kind": GROUPS * (CAP + 1) + 2 * GROUPS + 5 * (CAP + 1),
              "console_jobs_by_queue": GROUPS * (CAP + 1) + 2 * GROUPS + 5 * (CAP + 1),
-             "console_bulk_candidates": 2 * BULK_CAP}.get(name, PAGE)
+             "console_bulk_candidates": 3 * BULK_CAP}.get(name, PAGE)
     examined = rows_read_from_jobs(text)
     assert examined <= bound, (examined, bound, text)
     if name != "console_state_counts":

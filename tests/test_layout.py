@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget"),
     ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
-     "tick.limits"),
+     "tick.limits", "tick.bulk"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry", "tick.engine.report"),
     ("tick.events", "tick.metrics", "tick.export"),
@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.ui.app",),
     ("tick.ui.serve",),  # the connections the app is served on
     ("tick.demo", "tick.cli_queue", "tick.cli_schedules", "tick.cli_limits", "tick.cli_ui",
-     "tick.cli"),
+     "tick.cli_actions", "tick.cli"),
 ]
 PUBLIC = "tick"  # the public API (tick/__init__.py): lazy, importable from any layer
 

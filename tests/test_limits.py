@@ -94,7 +94,8 @@ def test_a_rate_holds_in_every_window_across_concurrent_ticks(
     listed = json.loads(run_awc(awc_env, "limits", "list", "--json").stdout)
     assert [(x["scope"], x["name"], x["rate"], x["per_secs"]) for x in listed] \
         == [("kind", "timed", 4, 1)]
-    assert set(listed[0]) == {"scope", "name", "max_running", "rate", "per_secs", "running",
+    assert set(listed[0]) == {"scope", "name", "max_running", "rate", "per_secs", "paused",
+                              "running",
                               "window_claims", "held_back"}
 
 

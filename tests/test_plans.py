@@ -186,6 +186,14 @@ def test_prune_walks_the_finished_index(big: str) -> None:
     assert not any(node == "Seq Scan" for node, _ in found), found
 
 
+def test_dead_letter_retention_walks_the_failed_index(big: str) -> None:
+    # SPEC §22: old FAILED jobs, oldest first, a range of their own index.
+    found = scans(plan(big, sql("prune_dead_letters"), {"after_secs": 7 * 86400.0,
+                                                         "limit": PRUNE_BATCH}, pinned=True))
+    assert any(index == "jobs_failed_finished_idx" for _, index in found), found
+    assert not any(node == "Seq Scan" for node, _ in found), found
+
+
 def generic_plan(url: str, name: str, params: dict[str, Any],
                  limits: list[tuple[str, str, int | None, int | None]] | None = None) -> str:
     """The plan a prepared statement runs with after psycopg prepared it:

@@ -30,6 +30,7 @@ def test_defaults_match_the_spec_table() -> None:
         86400, 86400, 1000, 10)
     assert s.gc_dry_run is False and s.metrics_port is None and s.database_url is None
     assert (s.schedule_history_secs, s.tick_history_secs) == (2592000, 604800)  # §15, §16
+    assert s.dead_letter_retention_secs is None  # §22: dead letters are kept unless asked
 
 
 def test_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:

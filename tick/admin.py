@@ -1,4 +1,5 @@
-"""Operator commands on the queue (SPEC §7.4): status, list, show, retry, cancel."""
+"""Operator commands on the queue (SPEC §7.4, §22): status, list, show, retry,
+cancel, discard."""
 
 from __future__ import annotations
 
@@ -113,3 +114,14 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
             raise held  # revive_jobs left it: its dedupe key is live
         raise JobStateError(
             f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")
+
+
+def discard(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Delete a FAILED, CANCELLED or COMPLETED job (SPEC §22)."""
+    row = conn.execute(sql("discard_jobs"), {"ids": [job_id]}).fetchone()
+    if row is None or row[0] == 0:
+        state = _state_of(conn, job_id)
+        if state is None:
+            raise JobStateError(f"job {job_id} does not exist")
+        raise JobStateError(f"job {job_id} is {state}; only FAILED, CANCELLED or "
+                            "COMPLETED jobs can be discarded")

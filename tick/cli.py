@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from tick.cli_actions import COMMANDS as ACTION_COMMANDS
 from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
@@ -141,6 +142,7 @@ def maintenance_tick(as_json: bool) -> None:
         done = run_maintenance(conn, settings.prune_after_secs,
                                schedule_history_secs=settings.schedule_history_secs,
                                tick_history_secs=settings.tick_history_secs,
+                               dead_letter_secs=settings.dead_letter_retention_secs,
                                start=TickStart("maintenance", settings.worker_id))
         if done.tick_id is not None:
             finish(conn, done.tick_id, TickReport(rescued=done.rescued + done.rescued_failed,
@@ -206,6 +208,8 @@ def _unexpected(error: BaseException) -> str:
 
 
 for _command in QUEUE_COMMANDS:  # enqueue and the operator commands (tick/cli_queue.py)
+    cli.add_command(_command)
+for _command in ACTION_COMMANDS:  # retry, cancel, pause, resume (tick/cli_actions.py)
     cli.add_command(_command)
 cli.add_command(schedules_group)  # tick/cli_schedules.py
 cli.add_command(limits_group)  # tick/cli_limits.py

@@ -1,5 +1,6 @@
 """The `awc` commands on the queue itself (SPEC §4.3, §7.4): enqueue, and the
-operator commands (status, jobs, retry, cancel, prune).
+operator commands (status, jobs, prune; retry, cancel and discard are
+tick/cli_actions.py's).
 
 None of them migrates (SPEC §3): they connect through
 `open_operator_database`, which refuses a schema that is missing or behind.
@@ -233,7 +234,8 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 @jobs_group.command("list")
 @click.option("--state",
-              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
+              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"],
+                                case_sensitive=False))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
@@ -272,33 +274,10 @@ def jobs_show(job_id: int) -> None:
     echo_json(job, indent_on_terminal=True)
 
 
-@click.command("retry")
-@click.argument("job_id", type=int)
-def retry_command(job_id: int) -> None:
-    """Send a FAILED or CANCELLED job back to PENDING with fresh attempts."""
-    from tick.admin import retry
-
-    settings = load_settings()
-    with operator_connection(settings) as conn:
-        retry(conn, job_id)
-    click.echo(f"job {job_id} is PENDING")
-
-
-@click.command("cancel")
-@click.argument("job_id", type=int)
-def cancel_command(job_id: int) -> None:
-    """Cancel a PENDING or RUNNING job (a running handler's outcome is discarded)."""
-    from tick.admin import cancel
-
-    settings = load_settings()
-    with operator_connection(settings) as conn:
-        cancel(conn, job_id)
-    click.echo(f"job {job_id} is CANCELLED")
-
-
 @click.command("prune")
 def prune_command() -> None:
-    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS, now."""
+    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS (and
+    FAILED ones older than AWC_DEAD_LETTER_RETENTION_SECS, if set), now."""
     from tick.maintenance import prune
 
     settings = load_settings()
@@ -306,7 +285,8 @@ def prune_command() -> None:
     with operator_connection(settings) as conn:
         while True:
             deleted = prune(conn, settings.prune_after_secs, force=True, budget_secs=30,
-                            ledger_after_secs=settings.schedule_history_secs)
+                            ledger_after_secs=settings.schedule_history_secs,
+                            dead_after_secs=settings.dead_letter_retention_secs)
             total += deleted
             if deleted == 0:
                 break
@@ -314,5 +294,5 @@ def prune_command() -> None:
 
 
 
-COMMANDS = [enqueue_command, status_command, jobs_group, retry_command, cancel_command,
-            prune_command, ticks_command]
+# retry, cancel, jobs discard, pause and resume: tick/cli_actions.py (SPEC §22).
+COMMANDS = [enqueue_command, status_command, jobs_group, prune_command, ticks_command]

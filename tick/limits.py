@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # its own display cap (SPEC §19).
 COUNT_CAP = 100_000
 
-LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "running",
+LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "paused", "running",
                 "window_claims", "held_back")
 
 
@@ -104,3 +104,20 @@ def list_limits(conn: psycopg.Connection[Any], cap: int = COUNT_CAP) -> list[dic
     the counts stopping at `cap` (`running` at the limit, if that is more)."""
     rows = conn.execute(sql("list_limits"), {"cap": cap}).fetchall()
     return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]
+
+
+def pause(conn: psycopg.Connection[Any], scope: str, name: str) -> bool:
+    """Hold a kind or queue back (SPEC §22): max_running 0, the rate kept,
+    the earlier max_running remembered for `resume`. False if it was paused
+    already (nothing changes)."""
+    _check_name(name)
+    return conn.execute(sql("pause_limit"), {"scope": scope, "name": name}).fetchone() is not None
+
+
+def resume(conn: psycopg.Connection[Any], scope: str, name: str) -> str | None:
+    """Release a pause (SPEC §22): "restored" (the max_running before the
+    pause is back), "removed" (the limit existed only for the pause), or
+    None when `pause` had not paused it (a `limits set --max-running 0` is
+    the operator's own limit: `limits set` or `limits clear` change it)."""
+    row = conn.execute(sql("resume_limit"), {"scope": scope, "name": name}).fetchone()
+    return None if row is None else str(row[0])

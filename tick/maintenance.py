@@ -1,4 +1,5 @@
-"""Maintenance (SPEC §7.3): rescue expired leases and prune finished jobs.
+"""Maintenance (SPEC §7.3): rescue expired leases and prune finished jobs
+(and dead letters past AWC_DEAD_LETTER_RETENTION_SECS, SPEC §22).
 
 Each step is bounded (a LIMIT per call) and runs in its own transaction under
 `pg_try_advisory_xact_lock`, so concurrent ticks skip a step another process
@@ -92,11 +93,14 @@ def prune(
     budget_secs: float = 5.0,
     ledger_after_secs: float | None = None,
     ticks_after_secs: float | None = None,
+    dead_after_secs: float | None = None,
     deadline: float | None = None,
 ) -> int:
     """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago,
-    and schedule ledger rows recorded over `ledger_after_secs` ago (SPEC §15:
-    by their own setting, never by job pruning). Returns the jobs deleted.
+    FAILED ones finished over `dead_after_secs` ago (SPEC §22: None keeps
+    them), and schedule ledger rows recorded over `ledger_after_secs` ago
+    (SPEC §15: by their own setting, never by job pruning). Returns the jobs
+    deleted.
 
     Runs at most once an hour across all processes (the mark in
     `awc.maintenance`), unless `force` (the operator's `awc prune`). A pass is
@@ -126,8 +130,10 @@ def prune(
             if cur.rowcount < PRUNE_BATCH:
                 finished = True
                 break
-        # The ledgers, each by its own setting, never by job pruning (§15, §16).
-        for statement, after in (("prune_schedule_fires", ledger_after_secs),
+        # Dead letters by their own retention (§22), then the ledgers, each
+        # by its own setting, never by job pruning (§15, §16).
+        for statement, after in (("prune_dead_letters", dead_after_secs),
+                                 ("prune_schedule_fires", ledger_after_secs),
                                  ("prune_ticks", ticks_after_secs)):
             if not finished or after is None:
                 continue
@@ -137,6 +143,8 @@ def prune(
                     break
                 cur = conn.execute(sql(statement), {"after_secs": after, "limit": PRUNE_BATCH})
                 budget.spent()
+                if statement == "prune_dead_letters":
+                    deleted += cur.rowcount
                 if cur.rowcount < PRUNE_BATCH:
                     finished = True
                     break
@@ -152,6 +160,7 @@ def run_maintenance(
     prune_budget_secs: float = 5.0,
     schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
     tick_history_secs: float | None = None,
+    dead_letter_secs: float | None = None,
     start: TickStart | None = None,
     deadline: float | None = None,
     report: Callable[[Any], None] | None = None,
@@ -171,7 +180,8 @@ def run_maintenance(
     if prune_due:  # asked again under the prune's lock: another process may be at it
         pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
                        ledger_after_secs=schedule_history_secs,
-                       ticks_after_secs=tick_history_secs, deadline=deadline)
+                       ticks_after_secs=tick_history_secs, dead_after_secs=dead_letter_secs,
+                       deadline=deadline)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                                  tick_id=tick_id)

@@ -132,6 +132,8 @@ class Settings(BaseModel):
     s3_force_path_style: Flag = False
     schedule_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 2592000
     tick_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
+    # SPEC §22: unset, FAILED jobs (dead letters) are never pruned.
+    dead_letter_retention_secs: Annotated[int, Field(ge=1, le=CENTURY)] | None = None
     # The console (SPEC §19): closed without a token; a secret like the URL.
     ui_token: SecretStr | None = None
     ui_read_only: Flag = False
@@ -140,7 +142,7 @@ class Settings(BaseModel):
         "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",
         "database_url_file",
         "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url", "ui_token",
-        mode="before",
+        "dead_letter_retention_secs", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:

@@ -106,7 +106,8 @@ def engine_for(
         events=events,
         observer=observer,
         maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
-                                    settings.tick_history_secs) if maintenance else None,
+                                    settings.tick_history_secs,
+                                    settings.dead_letter_retention_secs) if maintenance else None,
     )
 
 

@@ -89,6 +89,7 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                 done = run_maintenance(conn, settings.prune_after_secs,
                                        schedule_history_secs=settings.schedule_history_secs,
                                        tick_history_secs=settings.tick_history_secs,
+                                       dead_letter_secs=settings.dead_letter_retention_secs,
                                        start=start)
                 if done.tick_id is not None:
                     finish(conn, done.tick_id, TickReport(

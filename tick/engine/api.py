@@ -186,6 +186,7 @@ def maintenance_for(
     prune_after_secs: float,
     schedule_history_secs: float = DEFAULT_SCHEDULE_HISTORY_SECS,
     tick_history_secs: float | None = None,
+    dead_letter_secs: float | None = None,
 ) -> Maintenance:
     """The maintenance step a tick runs first: rescue, fire due schedules,
     and prune when due."""
@@ -195,7 +196,8 @@ def maintenance_for(
              report: Callable[[Any], None] | None = None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
                                schedule_history_secs=schedule_history_secs,
-                               tick_history_secs=tick_history_secs, start=start,
+                               tick_history_secs=tick_history_secs,
+                               dead_letter_secs=dead_letter_secs, start=start,
                                deadline=deadline, report=report)
 
     return step

@@ -6,7 +6,8 @@
 -- limit if that is more. Each count says "kind = name" or "queue = name" in
 -- its own branch, so each reads its own index from that name on (a kind's
 -- lanes, a queue's ready jobs), never every limit's jobs under one filter.
-SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, u.running, w.window_claims,
+SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
+       w.window_claims,
        CASE WHEN NOT ((l.max_running IS NOT NULL AND u.running >= l.max_running)
                       OR (l.rate IS NOT NULL AND w.window_claims >= l.rate))
             THEN 0

@@ -16,14 +16,16 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.bulk import ACTION_STATES, change
+from tick.bulk import BULK_CAP as BULK_CAP
 from tick.statements import sql
 from tick.ui.filters import JobFilter
 
 if TYPE_CHECKING:
     import psycopg
 
-BULK_CAP = 10_000
-BULK_STATES = {"retry": ("FAILED", "CANCELLED"), "cancel": ("PENDING", "RUNNING")}
+# The actions' states, retry, cancel and discard (SPEC §22), and their cap.
+BULK_STATES = ACTION_STATES
 
 
 def _audit(conn: psycopg.Connection[Any], action: str, subject: str,
@@ -49,6 +51,38 @@ def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
     with conn.transaction():
         cancel_job(conn, job_id)
         _audit(conn, "cancel", f"job:{job_id}")
+
+
+def discard(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Delete one FAILED, CANCELLED or COMPLETED job (SPEC §22; a
+    `JobStateError` says why not)."""
+    from tick.admin import discard as discard_job
+
+    with conn.transaction():
+        discard_job(conn, job_id)
+        _audit(conn, "discard", f"job:{job_id}")
+
+
+def limit(conn: psycopg.Connection[Any], action: str, scope: str, name: str) -> str:
+    """Pause or resume a kind or queue (SPEC §22), audited as
+    `console.pause_limit` / `console.resume_limit`; what it did, in words.
+    Resuming what `awc pause` did not pause is a `JobStateError`-like refusal
+    (`AwcError`)."""
+    from tick.errors import AwcError
+    from tick.limits import pause, resume
+
+    with conn.transaction():
+        if action == "pause":
+            if not pause(conn, scope, name):
+                return "was paused already"
+            _audit(conn, "pause_limit", f"{scope}:{name}")
+            return "paused"
+        outcome = resume(conn, scope, name)
+        if outcome is None:
+            raise AwcError(f"{scope} {name[:200]!r} is not paused by a pause "
+                           "(its limit is set to 0: change it with awc limits)")
+        _audit(conn, "resume_limit", f"{scope}:{name}", {"limit": outcome})
+    return "resumed"
 
 
 def schedule(conn: psycopg.Connection[Any], action: str, name: str) -> int | None:
@@ -81,7 +115,7 @@ class Preview:
 
 @dataclass(frozen=True)
 class Bulk:
-    action: str  # "retry" or "cancel"
+    action: str  # "retry", "cancel" or "discard"
     where: JobFilter
 
     def states(self) -> list[str]:
@@ -101,7 +135,7 @@ class Bulk:
             return [self.where.id] if row is not None and row[2] in states else []
         rows = conn.execute(sql("console_bulk_candidates"), {
             "states": states, "kind": self.where.kind, "queue": self.where.queue,
-            "cap": BULK_CAP}).fetchall()
+            "older_secs": None, "cap": BULK_CAP}).fetchall()
         return [int(r[0]) for r in rows]
 
     def _sealed(self, ids: list[int]) -> Preview:
@@ -127,11 +161,7 @@ class Bulk:
             now = self._sealed(ids)
             if now.seal != seal:
                 return now
-            changed = 0
-            if ids:
-                statement = "revive_jobs" if self.action == "retry" else "cancel_jobs"
-                row = conn.execute(sql(statement), {"ids": ids}).fetchone()
-                changed = int(row[0]) if row else 0
+            changed = change(conn, self.action, ids)
             _audit(conn, f"bulk_{self.action}", "jobs", {
                 "filter": {k: v for k, v in vars(self.where).items() if v is not None},
                 "count": changed})

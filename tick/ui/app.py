@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from tick.events import EventSink, StreamEvents
 from tick.text import clip
 from tick.ui.access import SESSION_COOKIE, Gate
+from tick.ui.filters import notice
 from tick.ui.render import FILTERS
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ class Console:
         session = request.scope.get("awc.session")
         return self.templates.TemplateResponse(request, name, {
             "csrf": session.csrf if session else "", "read_only": self.read_only,
-            "signed_in": session is not None, "path": request.url.path, **context},
+            "signed_in": session is not None, "path": request.url.path,
+            "notice": notice(request.query_params, request.url.path), **context},
             status_code=status)
 
     def problem(self, request: Request, status: int, message: str,
@@ -118,6 +120,7 @@ def build_app(pool: ConnectionPool[Any], token: str, read_only: bool,
         Route("/schedules/{name:path}", pages.schedule),
         Route("/ticks", pages.ticks),
         Route("/limits", pages.limits),
+        Route("/limits/{action:str}", pages.limit_action, methods=["POST"]),
         Route("/favicon.ico", lambda r: RedirectResponse("/static/favicon.svg", 301)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

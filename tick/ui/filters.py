@@ -125,3 +125,41 @@ def schedule_name(params: Mapping[str, str], field: str = "after") -> str:
     if problem is not None:
         raise BadInput(f"{field} {problem}")
     return value
+
+
+def limit_target(params: Mapping[str, str], field: str = "target") -> tuple[str, str]:
+    """A Limits page action's `kind:NAME` or `queue:NAME` (SPEC §22)."""
+    scope, colon, name = params.get(field, "").partition(":")
+    if not colon or scope not in ("kind", "queue"):
+        raise BadInput(f"{field} must be kind:NAME or queue:NAME")
+    found = _name({field: name}, field)
+    if found is None or found != name:
+        raise BadInput(f"{field} names no kind or queue")
+    return scope, found
+
+
+# What an action did, said on the page it leads to (SPEC §22): the verb by
+# a fixed word, never text from the request.
+DONE = {"retry": "retried: it is PENDING", "cancel": "cancelled", "discard": "discarded",
+        "pause": "paused", "resume": "resumed", "trigger": "triggered",
+        "paused-already": "was paused already"}
+
+
+def notice(params: Mapping[str, str], path: str) -> str | None:
+    """The line that says what the action just done did ("job 455
+    cancelled"), from the redirect's `did` (and `job` or `target`); None
+    for anything else."""
+    verb = DONE.get(params.get("did", ""))
+    if verb is None:
+        return None
+    try:
+        if path.startswith("/limits"):
+            scope, name = limit_target(params)
+            return f"{scope} {name} {verb}"
+        job = _id(params, "job")
+    except BadInput:
+        return None
+    if path.startswith("/schedules/"):  # the page's own schedule
+        return (f"schedule {path.removeprefix('/schedules/')} {verb}"
+                + (f": job {job}" if job is not None else ""))
+    return None if job is None else f"job {job} {verb}"

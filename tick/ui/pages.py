@@ -12,7 +12,7 @@ import functools
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
@@ -27,6 +27,7 @@ from tick.ui.filters import (
     before,
     driver,
     job_id,
+    limit_target,
     schedule_name,
     tick_cursor,
 )
@@ -202,7 +203,8 @@ def jobs(request: Request, console: Console) -> Response:
     with console.pool.connection() as conn:
         page = reads.jobs(conn, where, cursor)
     return console.page(request, "jobs.html", refresh=cursor is None, where=where, page=page,
-                        window=reads.WINDOW, cap=actions.BULK_CAP)
+                        window=reads.WINDOW, cap=actions.BULK_CAP,
+                        bulk_states=actions.BULK_STATES)
 
 
 @answers
@@ -219,17 +221,20 @@ def job(request: Request, console: Console) -> Response:
 def job_action(request: Request, console: Console, form: Any) -> Response:
     wanted = job_id(request.path_params["id"])
     action = request.path_params["action"]
-    if action not in ("retry", "cancel"):
+    act = {"retry": actions.retry, "cancel": actions.cancel, "discard": actions.discard}
+    if action not in act:
         return console.problem(request, 404, "awc: no such action")
     with console.pool.connection() as conn:
-        (actions.retry if action == "retry" else actions.cancel)(conn, wanted)
-    return RedirectResponse(f"/jobs/{wanted}", status_code=303)
+        act[action](conn, wanted)
+    # It says what it did (SPEC §22); a discarded job has no page left.
+    back = "/jobs" if action == "discard" else f"/jobs/{wanted}"
+    return RedirectResponse(f"{back}?did={action}&job={wanted}", status_code=303)
 
 
 def _bulk(request: Request, params: Any) -> actions.Bulk:
     action = params.get("action", "")
     if action not in actions.BULK_STATES:
-        raise BadInput("action must be retry or cancel")
+        raise BadInput("action must be retry, cancel or discard")
     return actions.Bulk(action, JobFilter.parse(params))
 
 
@@ -287,8 +292,9 @@ def schedule_action(request: Request, console: Console, form: Any) -> Response:
     if action not in ("pause", "resume", "trigger"):
         return console.problem(request, 404, "awc: no such action")
     with console.pool.connection() as conn:
-        actions.schedule(conn, action, name)
-    return RedirectResponse(f"/schedules/{quote(name, safe='')}", status_code=303)
+        job = actions.schedule(conn, action, name)
+    said = f"?did={action}" + (f"&job={job}" if job is not None else "")
+    return RedirectResponse(f"/schedules/{quote(name, safe='')}{said}", status_code=303)
 
 
 @answers
@@ -306,3 +312,17 @@ def limits(request: Request, console: Console) -> Response:
     with console.pool.connection() as conn:
         rows = reads.limits(conn)
     return console.page(request, "limits.html", refresh=True, rows=rows)
+
+
+@acts
+def limit_action(request: Request, console: Console, form: Any) -> Response:
+    """Pause or resume a kind or queue from the Limits page (SPEC §22)."""
+    action = request.path_params["action"]
+    if action not in ("pause", "resume"):
+        return console.problem(request, 404, "awc: no such action")
+    scope, name = limit_target({"target": _text(form, "target")})
+    with console.pool.connection() as conn:
+        done = actions.limit(conn, action, scope, name)
+    did = "paused-already" if done == "was paused already" else action
+    return RedirectResponse(f"/limits?{urlencode({'did': did, 'target': f'{scope}:{name}'})}",
+                            status_code=303)

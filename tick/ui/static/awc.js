@@ -1,3 +1,12 @@
+// awc console: a form with data-confirm asks before it is sent (a Cancel of
+// a RUNNING job, a Discard: SPEC §22).
+(function () {
+  "use strict";
+  document.addEventListener("submit", function (event) {
+    var ask = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (ask && !window.confirm(ask)) { event.preventDefault(); }
+  });
+}());
 // awc console: live refresh that a user can pause (SPEC §19). The page
 // reloads every data-refresh seconds unless paused (kept per browser), the
 // tab is hidden, or the user is typing in a field.

@@ -324,6 +324,12 @@ def test_the_sample_event_invokes_the_handler_locally_in_one_command(
                          text=True, timeout=60, cwd=ROOT)
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith(
         "awc: invalid event: max_jobs")
+    # powertools' "No application metrics to publish" is no news to an
+    # operator: an idle call, a refused event or a full EMF record says nothing.
+    for done in (subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke",
+                                 str(sample)], env=awc_env, capture_output=True, text=True,
+                                timeout=60, cwd=ROOT), bad):
+        assert "No application metrics" not in done.stderr + done.stdout
 
 
 # -- event fields that reach the database (SPEC §8, §16) ---------------------------------

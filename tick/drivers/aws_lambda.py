@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections import Counter as Tally
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,12 @@ if TYPE_CHECKING:
 NAMESPACE = "awc"
 logger = Logger(service="awc")
 metrics = Metrics(namespace=NAMESPACE, service="awc")
+# powertools warns on stderr whenever a flush finds nothing to publish: an
+# invocation that failed before its report (a bad event, a lost database),
+# or an EMF record that reached 100 values and flushed itself. Neither is
+# news to an operator, and stderr should carry only awc's own lines.
+warnings.filterwarnings("ignore", message="No application metrics to publish",
+                        category=UserWarning)
 
 
 class LambdaEvents:
@@ -125,7 +132,8 @@ class LambdaObserver:
                 for name, values in series.items():
                     for value in values[start:start + EMF_VALUES_LIMIT]:
                         record.add_metric(name=name, unit=MetricUnit.Seconds, value=value)
-                record.flush_metrics()
+                if record.metric_set:  # a metric that reached 100 values flushed itself
+                    record.flush_metrics()
 
 
 @dataclass

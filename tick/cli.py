@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from tick.cli_history import COMMANDS as HISTORY_COMMANDS
 from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
@@ -206,6 +207,8 @@ def _unexpected(error: BaseException) -> str:
 
 
 for _command in QUEUE_COMMANDS:  # enqueue and the operator commands (tick/cli_queue.py)
+    cli.add_command(_command)
+for _command in HISTORY_COMMANDS:  # status and ticks (tick/cli_history.py)
     cli.add_command(_command)
 cli.add_command(schedules_group)  # tick/cli_schedules.py
 cli.add_command(limits_group)  # tick/cli_limits.py

@@ -1,5 +1,6 @@
 """The `awc` commands on the queue itself (SPEC §4.3, §7.4): enqueue, and the
-operator commands (status, jobs, retry, cancel, prune).
+operator commands (jobs, retry, cancel, prune; status and ticks are in
+`tick.cli_history`).
 
 None of them migrates (SPEC §3): they connect through
 `open_operator_database`, which refuses a schema that is missing or behind.
@@ -31,6 +32,13 @@ def echo_json(data: Any, *, indent_on_terminal: bool = False) -> None:
     when asked and stdout is a terminal, one line for a pipe."""
     indent = 2 if indent_on_terminal and sys.stdout.isatty() else None
     click.echo(json.dumps(data, default=_json_default, sort_keys=True, indent=indent))
+
+
+def choice(*values: str) -> click.Choice[str]:
+    """A fixed set of values an operator may type in any case (`--state
+    failed`); the command receives the value as listed, and shell completion
+    offers it (SPEC §22)."""
+    return click.Choice(values, case_sensitive=False)
 
 
 def operator_connection(settings: Settings) -> Any:
@@ -142,82 +150,22 @@ def enqueue_command(
 # -- operating ------------------------------------------------------------------
 
 
-@click.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status_command(as_json: bool) -> None:
-    """Jobs by state and kind, the oldest ready job's age, dead letters."""
-    from tick.admin import status
-
-    settings = load_settings()
-    with operator_connection(settings) as conn:
-        data = status(conn)
-    if as_json:
-        echo_json(data)
-        return
-    states = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in states))
-    age = data["oldest_ready_age_s"]
-    click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
-    click.echo(f"dead letters: {data['dead_letters']}")
-    for kind, counts in sorted(data["by_kind"].items()):  # kinds are the producers'
-        click.echo(f"  {for_terminal(kind)}: "
-                   + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
-    for driver, last in sorted(data["last_ticks"].items()):
-        outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
-                   else last["stop_reason"])
-        when = (f"at {last['finished_at']}" if last["age_s"] is None
-                else f"{last['age_s']:.0f}s ago")
-        line = f"last {driver} tick: {when} ({outcome})"
-        if last["error"]:
-            ok = last["success_age_s"]
-            line += "; last success: " + (
-                "never" if last["last_success_at"] is None
-                else f"at {last['last_success_at']}" if ok is None else f"{ok:.0f}s ago")
-        click.echo(line)
-
-
-TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claimed",
-                "completed", "retried", "failed", "fired", "stop_reason", "error")
-
-
-@click.command("ticks")
-@click.option("--driver", type=click.Choice(["tick", "loop", "lambda", "maintenance"]))
-@click.option("--since", help="Only ticks started at or after this ISO 8601 instant.")
-@click.option("--failed", is_flag=True, help="Only ticks that failed or died.")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
-def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
-                  as_json: bool) -> None:
-    """Did it run? Every run of the engine, newest first; `died` marks a tick
-    killed before it finished.
-
-    \f
-    SPEC §16. (Click shows no help text past the form feed.)"""
-    from tick.history import ticks
-
-    when = parse_run_at(since, "--since") if since else None
-    with operator_connection(load_settings()) as conn:
-        rows = ticks(conn, driver=driver, since=when, failed=failed, limit=limit)
-    if as_json:
-        echo_json(rows)
-        return
-    for row in rows:
-        if row["died"]:
-            row["finished_at"] = "died"
-    click.echo(table(rows, TICK_COLUMNS))
-
-
 @click.group("jobs")
 def jobs_group() -> None:
     """Inspect jobs."""
 
 
 def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """Rows as aligned columns for a person. An instant prints in UTC with
+    its offset (`2026-03-01 03:00:00+00:00`), whatever the session's zone,
+    so no time in a table is ambiguous (SPEC §22); a column in another zone
+    (a schedule's own) is text its command made."""
+
     def cell(value: Any) -> str:
         if value is None:
             return "-"
         if isinstance(value, datetime):
-            return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+            return value.astimezone(UTC).isoformat(sep=" ", timespec="seconds")
         # A cell may hold a producer's text (a kind, a queue, an error):
         # escaped, it can neither drive the terminal nor forge a row.
         text = for_terminal(str(value).replace("\n", " "))
@@ -233,7 +181,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 @jobs_group.command("list")
 @click.option("--state",
-              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]))
+              type=choice("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
@@ -314,5 +262,4 @@ def prune_command() -> None:
 
 
 
-COMMANDS = [enqueue_command, status_command, jobs_group, retry_command, cancel_command,
-            prune_command, ticks_command]
+COMMANDS = [enqueue_command, jobs_group, retry_command, cancel_command, prune_command]

@@ -140,14 +140,18 @@ def _next(target: str) -> str:
 async def login(request: Request) -> Response:
     console = _console(request)
     address = request.client.host if request.client else "unknown"
-    if console.gate.throttled(address):
-        return console.problem(request, 429, "awc: too many failed sign-ins from this address; "
-                               "wait a minute")
     form = await request.form(max_files=0, max_fields=10)
     if not csrf_matches(request.cookies.get(LOGIN_COOKIE, ""), form.get("login_nonce")):
         return console.problem(request, 403, "awc: the sign-in form expired; reload it")
     token = form.get("token")
+    # Only wrong tokens are throttled: the right one signs in even while its
+    # address is (others behind the same proxy guessed); the token's length
+    # and randomness are what stop guessing (docs/decisions, "sign-in throttle").
     if not isinstance(token, str) or not console.gate.token_matches(token):
+        if console.gate.throttled(address):
+            console.gate.failed(address)
+            return console.problem(request, 429, "awc: too many failed sign-ins from this "
+                                   "address; wait a minute")
         console.gate.failed(address)
         console.report(request.scope, 401)  # never the offered token
         nonce = secrets.token_urlsafe(24)

@@ -24,9 +24,11 @@ from tick.ui.chart import throughput_svg
 from tick.ui.filters import (
     BadInput,
     JobFilter,
+    after,
     before,
     driver,
     job_id,
+    payload_search,
     schedule_name,
     tick_cursor,
 )
@@ -203,10 +205,16 @@ def overview(request: Request, console: Console) -> Response:
 def jobs(request: Request, console: Console) -> Response:
     where = JobFilter.parse(request.query_params)
     cursor = before(request.query_params)
+    newer = after(request.query_params)
+    payload = payload_search(request.query_params)
+    if cursor is not None and newer is not None:
+        raise BadInput("give before or after, not both")
     with console.pool.connection() as conn:
-        page = reads.jobs(conn, where, cursor)
-    return console.page(request, "jobs.html", refresh=cursor is None, where=where, page=page,
-                        window=reads.WINDOW, cap=actions.BULK_CAP)
+        page = reads.jobs(conn, where, cursor, after=newer, payload=payload)
+        kinds, queues = reads.job_names(conn)
+    return console.page(request, "jobs.html", refresh=cursor is None and newer is None,
+                        where=where, page=page, payload=payload, kinds=kinds, queues=queues,
+                        window=reads.WINDOW, cap=actions.BULK_CAP, count_cap=reads.CAP)
 
 
 @answers

@@ -130,6 +130,8 @@ def test_status_names_the_schedules_that_missed_or_overlapped_in_the_last_day(
     text = run_awc(awc_env, "status").stdout
     assert "schedule nightly: 1 missed" in text and "schedule hourly: 2 overlap" in text
     assert "schedule old" not in text and "schedule fine" not in text
+    assert re.search(r"schedule nightly: 1 missed fire\(s\) in the last 24 h, the last at "
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00", text), text
 
 
 def test_ticks_show_released_rescued_and_continued(

@@ -71,19 +71,28 @@ def status_command(as_json: bool) -> None:
     for driver, last in sorted(data["last_ticks"].items()):
         outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
                    else last["stop_reason"])
-        when = (f"at {last['finished_at']}" if last["age_s"] is None
+        when = (f"at {_instant(last['finished_at'])}" if last["age_s"] is None
                 else f"{last['age_s']:.0f}s ago")
         line = f"last {driver} tick: {when} ({outcome})"
         if last["error"]:
             ok = last["success_age_s"]
             line += "; last success: " + (
                 "never" if last["last_success_at"] is None
-                else f"at {last['last_success_at']}" if ok is None else f"{ok:.0f}s ago")
+                else f"at {_instant(last['last_success_at'])}" if ok is None
+                else f"{ok:.0f}s ago")
         click.echo(line)
     for problem in data["schedule_problems"]:  # names are the operators': escaped
         click.echo(f"schedule {for_terminal(problem['schedule'])}: {problem['fires']} "
                    f"{problem['status']} fire(s) in the last 24 h, the last at "
-                   f"{problem['last_fire_at']} (awc schedules history NAME)")
+                   f"{_instant(problem['last_fire_at'])} (awc schedules history NAME)")
+
+
+def _instant(value: Any) -> str:
+    """An instant in UTC with its offset, as the tables print it (SPEC §22);
+    one Python cannot hold as PostgreSQL wrote it."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(sep=" ", timespec="seconds")
+    return str(value)
 
 
 TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claimed",

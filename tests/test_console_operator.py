@@ -85,6 +85,9 @@ def test_the_ticks_page_shows_released_rescued_and_continued(
         assert f'<th class="num">{header}</th>' in page
     for value in (71, 82, 93):
         assert f'<td class="num">{value}</td>' in page
+    # A filter's fixed values take any case, as the CLI's do.
+    assert '<td class="num">71</td>' in client.get("/ticks?driver=TICK").text
+    assert client.get("/jobs?state=failed").status_code == 200
 
 
 def test_the_job_filters_offer_the_known_kinds_and_queues(

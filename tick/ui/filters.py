@@ -118,7 +118,7 @@ def payload_search(params: Mapping[str, str]) -> str | None:
 
 
 def driver(params: Mapping[str, str]) -> str | None:
-    value = params.get("driver", "").strip() or None
+    value = params.get("driver", "").strip().lower() or None  # any case, as the CLI's
     if value is not None and value not in DRIVERS:
         raise BadInput("driver must be one of " + ", ".join(DRIVERS))
     return value

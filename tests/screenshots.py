@@ -72,11 +72,40 @@ INSERT INTO awc.limits (scope, name, max_running, rate, per_secs, paused, paused
 VALUES ('kind', 'webhook.deliver', 4, 100, 60, false, NULL),
        ('queue', 'reports', 2, NULL, NULL, false, NULL),
        ('kind', 'email.send', 0, NULL, NULL, true, NULL);
+-- A dead letter with its error history (SPEC §22), stored oldest first as
+-- the engine appends it: three runs, the last cut at its deadline where its
+-- handler hung.
+UPDATE awc.jobs SET attempts = 3, max_attempts = 3,
+       last_error = 'DeadlineExceeded: deadline exceeded',
+       errors = jsonb_build_array(
+         jsonb_build_object('attempt', 1, 'at', now() - interval '31 minutes',
+           'error', 'KeyError: "since"',
+           'traceback', E'Traceback (most recent call last):\\n'
+             || E'  File "/srv/app/reports/build.py", line 37, in build_report\\n'
+             || E'    window = payload.options["since"]\\n'
+             || E'KeyError: "since"\\n'),
+         jsonb_build_object('attempt', 2, 'at', now() - interval '9 minutes',
+           'error', 'TimeoutError: upstream did not answer within 30 s',
+           'traceback', E'Traceback (most recent call last):\\n'
+             || E'  File "/srv/app/reports/build.py", line 41, in build_report\\n'
+             || E'    rows = fetch_ledger(payload.tenant, since=payload.since)\\n'
+             || E'  File "/srv/app/reports/ledger.py", line 88, in fetch_ledger\\n'
+             || E'    return client.get(f"/ledger/{tenant}", timeout=30).json()\\n'
+             || E'TimeoutError: upstream did not answer within 30 s\\n'),
+         jsonb_build_object('attempt', 3, 'at', now() - interval '77 seconds',
+           'error', 'DeadlineExceeded: deadline exceeded',
+           'traceback', E'Stack at the deadline (most recent call last):\\n'
+             || E'  File "/srv/app/reports/build.py", line 41, in build_report\\n'
+             || E'    rows = fetch_ledger(payload.tenant, since=payload.since)\\n'
+             || E'  File "/srv/app/reports/ledger.py", line 88, in fetch_ledger\\n'
+             || E'    return client.get(f"/ledger/{tenant}", timeout=None).json()\\n'))
+WHERE id = 11;
 ANALYZE awc.jobs;
 """
 
 PAGES = [("overview", "/"), ("jobs", "/jobs"), ("jobs-failed", "/jobs?state=FAILED"),
-         ("job", "/jobs/4"), ("bulk", "/jobs/bulk?action=retry&state=FAILED"),
+         ("job", "/jobs/4"), ("job-failed", "/jobs/11"),
+         ("bulk", "/jobs/bulk?action=retry&state=FAILED"),
          ("schedules", "/schedules"), ("schedule", "/schedules/hourly-gc"),
          ("ticks", "/ticks"),
          # Just after the Pause of email.send (SPEC §22): the page says what it did.
@@ -100,6 +129,9 @@ def main(out: Path) -> None:
             out.mkdir(parents=True, exist_ok=True)
             for shot, path in PAGES:
                 browser.get(base + path)
+                if shot == "job-failed":  # the history is collapsed on the page: open it
+                    browser.execute_script(
+                        "document.querySelectorAll('details').forEach(d => d.open = true)")
                 height = browser.execute_script("return document.body.scrollHeight")
                 browser.set_window_size(1400, min(max(int(height) + 20, 600), 1600))
                 browser.save_screenshot(str(out / f"{shot}.png"))

@@ -177,6 +177,9 @@ def test_the_session_cookie_is_httponly_and_strict(console: str) -> None:
 
 
 def test_a_wrong_token_is_refused_and_guessing_is_throttled(own_console: str) -> None:
+    """SPEC §19, §22: wrong tokens from one address are throttled, but the
+    right one is never locked out by someone else's wrong ones behind the
+    same proxy address."""
     with httpx.Client(base_url=own_console, timeout=10) as client:
         for _ in range(10):
             nonce = login_nonce(client.get("/login").text)
@@ -184,8 +187,15 @@ def test_a_wrong_token_is_refused_and_guessing_is_throttled(own_console: str) ->
             assert answer.status_code == 401
             assert "awc_session" not in answer.headers.get("set-cookie", "")
         nonce = login_nonce(client.get("/login").text)
-        answer = client.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": nonce})
-        assert answer.status_code == 429  # even the right token waits out the window
+        answer = client.post("/login", data={"token": "y" * 20, "login_nonce": nonce})
+        assert answer.status_code == 429
+        assert "awc_session" not in answer.headers.get("set-cookie", "")
+    with httpx.Client(base_url=own_console, timeout=10) as colleague:  # same address
+        nonce = login_nonce(colleague.get("/login").text)
+        answer = colleague.post("/login", data={"token": CONSOLE_TOKEN, "login_nonce": nonce})
+        assert answer.status_code == 303
+        assert answer.headers["set-cookie"].startswith("awc_session=")
+        assert colleague.get("/").status_code == 200
 
 
 def test_the_sign_in_form_needs_its_nonce(console: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 from tests.support import migrated_database, nodes, seq_scanned
 from tick.statements import sql
 from tick.ui.actions import BULK_CAP
-from tick.ui.reads import CAP, GROUPS, PAGE, WINDOW
+from tick.ui.reads import CAP, GROUPS, NAMES, PAGE, WINDOW
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -67,16 +67,24 @@ FILTERS = [
     {"state": "PENDING"}, {"state": "RUNNING"}, {"state": "COMPLETED"},
     {"kind": "k7"}, {"queue": "q2"}, {"kind": "no-such-kind"},
     {"state": "PENDING", "kind": "k3"}, {"state": "COMPLETED", "queue": "q1"},
+    # The payload search (SPEC §22): one that matches nothing, one that
+    # matches every job, and one beside another filter.
+    {"payload": '{"customer": 42}'}, {"payload": "{}"},
+    {"kind": "k7", "payload": '{"customer": 42}'},
 ]
 
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("newer", [False, True], ids=["older", "newer"])
 @pytest.mark.parametrize("where", FILTERS,
                          ids=lambda w: "&".join(f"{k}={v}" for k, v in w.items()) or "all")
 def test_every_job_list_filter_reads_at_most_its_window(big: str, where: dict[str, str],
-                                                        generic: bool) -> None:
-    params = {"state": None, "kind": None, "queue": None, **where, "before": ROWS // 2,
-              "window": WINDOW, "limit": PAGE + 1}
+                                                        newer: bool, generic: bool) -> None:
+    """Either way (Older: below `before`; Newer: above `after`), and with a
+    payload search, which reads the payload of the window's rows by id."""
+    params = {"state": None, "kind": None, "queue": None, "payload": None, **where,
+              "before": ROWS // 2, "after": ROWS // 2, "newer": newer, "window": WINDOW,
+              "limit": PAGE + 1}
     text = explain(big, "console_jobs", params, generic=generic)
     assert not seq_scanned(text, "jobs"), text
     # The window and the rows shown: never the table.
@@ -84,11 +92,13 @@ def test_every_job_list_filter_reads_at_most_its_window(big: str, where: dict[st
 
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("newer", [False, True], ids=["older", "newer"])
 @pytest.mark.parametrize("state", ["FAILED", "CANCELLED"])
 def test_dead_letters_and_cancelled_jobs_list_from_their_index(big: str, state: str,
+                                                               newer: bool,
                                                                generic: bool) -> None:
-    params = {"state": state, "kind": None, "queue": None, "before": 2**63 - 1,
-              "limit": PAGE + 1}
+    params = {"state": state, "kind": None, "queue": None, "payload": None,
+              "before": 2**63 - 1, "after": 0, "newer": newer, "limit": PAGE + 1}
     text = explain(big, "console_dead_jobs", params, generic=generic)
     found = [(n["Node Type"], n.get("Index Name")) for n in nodes(text)
              if n.get("Relation Name") == "jobs"]
@@ -112,6 +122,9 @@ def test_dead_letters_and_cancelled_jobs_list_from_their_index(big: str, state: 
                                  "older_secs": 7 * 86400.0}),
     ("console_job_listed", {"id": 1234, "state": None, "kind": None, "queue": None}),
     ("console_job", {"id": 1234, "chars": 100_001}),
+    ("console_dead_count", {"state": "FAILED", "kind": "k1", "queue": None,
+                            "payload": '{"customer": 42}', "cap": CAP}),
+    ("console_job_names", {"cap": CAP, "groups": NAMES}),
 ])
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
 def test_the_overview_and_actions_read_a_bounded_part_of_the_jobs_table(
@@ -125,7 +138,8 @@ def test_the_overview_and_actions_read_a_bounded_part_of_the_jobs_table(
              # (plus the CANCELLED rows the finished index holds beside them).
              "console_jobs_by_kind": GROUPS * (CAP + 1) + 2 * GROUPS + 5 * (CAP + 1),
              "console_jobs_by_queue": GROUPS * (CAP + 1) + 2 * GROUPS + 5 * (CAP + 1),
-             "console_bulk_candidates": 3 * BULK_CAP}.get(name, PAGE)
+             "console_bulk_candidates": 3 * BULK_CAP,
+             "console_dead_count": CAP, "console_job_names": CAP}.get(name, PAGE)
     examined = rows_read_from_jobs(text)
     assert examined <= bound, (examined, bound, text)
     if name != "console_state_counts":

@@ -181,7 +181,7 @@ def test_the_crontab_line_reads_its_settings_from_awc_env(tmp_path: Path) -> Non
     settings.write_text("AWC_CAS_URL=file:///srv/awc/store\nAWC_HANDLER_MODULES=myapp.jobs\n")
     log = tmp_path / "tick.log"
     command = (command.replace("/etc/awc/awc.env", str(settings))
-               .replace("/usr/local/bin/awc tick", "/usr/bin/env")
+               .replace("/usr/local/bin/awc tick --as-events", "/usr/bin/env")
                .replace("/var/log/awc/tick.log", str(log))
                .replace("/run/lock/awc-tick.lock", str(tmp_path / "lock")))
     done = subprocess.run(["sh", "-c", command], timeout=30, env={"PATH": "/usr/bin:/bin"})

@@ -25,7 +25,10 @@ LIST_COLUMNS = (
 
 def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """`{"by_state", "by_kind", "oldest_ready_age_s", "dead_letters",
-    "last_ticks"}` (SPEC §7.4, §16)."""
+    "last_ticks", "schedule_problems"}` (SPEC §7.4, §16); the last, the
+    schedules with a `missed` or `overlap` fire recorded in the last 24 hours
+    (`schedule`, `status`, `fires`, `last_fire_at`), is awc's own addition
+    (SPEC §22: what the operator does next)."""
     from tick.history import last_ticks
 
     by_state: dict[str, int] = {}
@@ -41,6 +44,9 @@ def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "oldest_ready_age_s": age,
         "dead_letters": by_state.get("FAILED", 0),
         "last_ticks": last_ticks(conn),
+        "schedule_problems": [
+            {"schedule": name, "status": what, "fires": int(n), "last_fire_at": last}
+            for name, what, n, last in conn.execute(sql("schedule_problems"))],
     }
 
 

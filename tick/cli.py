@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from tick.cli_actions import COMMANDS as ACTION_COMMANDS
+from tick.cli_history import COMMANDS as HISTORY_COMMANDS
 from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
@@ -61,6 +62,9 @@ def _install_stop_handlers(stop: threading.Event, wake: Any) -> None:
 @click.option("--kind", "kinds", multiple=True, help="Only claim this kind (repeatable).")
 @click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--as-events", is_flag=True,
+              help="For a log file: print nothing on stdout; the report is a `tick` event and "
+                   "a failure a `tick_failed` event, each with its time, on the event stream.")
 def tick_command(
     max_jobs: int | None,
     max_secs: int | None,
@@ -68,25 +72,55 @@ def tick_command(
     kinds: tuple[str, ...],
     queues: tuple[str, ...],
     as_json: bool,
+    as_events: bool,
 ) -> None:
-    """Run one tick: claim up to N jobs, run them, record outcomes, exit."""
+    """Run one tick: claim up to N jobs, run them, record outcomes, exit.
+
+    \f
+    With --as-events every line the tick writes is an event with its `ts`
+    (the cron line appends them to /var/log/awc/tick.log), and `--json`
+    keeps exactly the TickReport keys of SPEC §6 (docs/decisions,
+    "timestamped tick logs")."""
     from tick.drivers.once import run_cli_tick
 
-    settings = load_settings(
-        tick_max_jobs=max_jobs, tick_max_secs=max_secs, worker_concurrency=concurrency
-    )
-    stop = threading.Event()
-    report = run_cli_tick(
-        settings,
-        kinds=list(kinds),
-        queues=list(queues),
-        stop=stop,
-        on_engine=lambda engine: _install_stop_handlers(stop, engine.wake),
-    )
-    if as_json:
-        echo_json(report.as_dict())
-    else:
-        click.echo(report.summary())
+    if as_json and as_events:
+        raise click.UsageError("give --json or --as-events, not both")
+
+    def run() -> Any:
+        settings = load_settings(
+            tick_max_jobs=max_jobs, tick_max_secs=max_secs, worker_concurrency=concurrency
+        )
+        stop = threading.Event()
+        return run_cli_tick(
+            settings,
+            kinds=list(kinds),
+            queues=list(queues),
+            stop=stop,
+            on_engine=lambda engine: _install_stop_handlers(stop, engine.wake),
+        )
+
+    if not as_events:
+        report = run()
+        if as_json:
+            echo_json(report.as_dict())
+        else:
+            click.echo(report.summary())
+        return
+    from tick.events import StreamEvents
+
+    events = StreamEvents(_log_format())
+    try:
+        report = run()
+    except (Exception, KeyboardInterrupt) as error:  # the `awc:` line's text, with a time
+        events.log("error", "tick_failed", error=failure(error))
+        raise click.exceptions.Exit(1) from None
+    events.log("info", "tick", **report.as_dict())
+
+
+def _log_format() -> str:
+    """AWC_LOG_FORMAT as the event stream reads it, before (or without)
+    valid settings: a failure to load them is itself an event."""
+    return "text" if os.environ.get("AWC_LOG_FORMAT", "json").strip().lower() == "text" else "json"
 
 
 @cli.command("loop")
@@ -211,6 +245,8 @@ for _command in QUEUE_COMMANDS:  # enqueue and the operator commands (tick/cli_q
     cli.add_command(_command)
 for _command in ACTION_COMMANDS:  # retry, cancel, pause, resume (tick/cli_actions.py)
     cli.add_command(_command)
+for _command in HISTORY_COMMANDS:  # status and ticks (tick/cli_history.py)
+    cli.add_command(_command)
 cli.add_command(schedules_group)  # tick/cli_schedules.py
 cli.add_command(limits_group)  # tick/cli_limits.py
 cli.add_command(ui_command)  # tick/cli_ui.py
@@ -226,6 +262,15 @@ def shown(message: str) -> str:
     return for_terminal(redacted(message))
 
 
+def failure(error: BaseException) -> str:
+    """The text of the `awc:` line for a command's failure (SPEC §3)."""
+    if isinstance(error, AwcError):
+        return shown(str(error))
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
+    return shown(_unexpected(error))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: one line and exit 1 for any error, 2 for usage."""
     from tick.events import bridge_logging
@@ -239,14 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("awc: aborted", err=True)
         sys.exit(1)
-    except AwcError as error:
-        click.echo(f"awc: {shown(str(error))}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("awc: interrupted", err=True)
-        sys.exit(1)
-    except Exception as error:
-        click.echo(f"awc: {shown(_unexpected(error))}", err=True)
+    except (Exception, KeyboardInterrupt) as error:
+        click.echo(f"awc: {failure(error)}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -12,12 +12,11 @@ never migrate (SPEC §3).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tick.cli_queue import jobs_group, operator_connection
+from tick.cli_queue import SPAN_MAX_SECS, jobs_group, operator_connection, span_secs
 from tick.errors import AwcError
 from tick.settings import load_settings
 
@@ -26,9 +25,6 @@ if TYPE_CHECKING:
 
 STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 _ONE_DONE = {"retry": "is PENDING", "cancel": "is CANCELLED", "discard": "discarded"}
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-# Longest --older-than: a century, as --delay's, well inside a timestamp.
-_MOST_SECS = 100 * 365 * 86400
 # Most ids one command names: the filter's cap, so an audit row stays bounded.
 MAX_IDS = 10_000
 
@@ -36,9 +32,8 @@ MAX_IDS = 10_000
 def parse_duration(text: str) -> float:
     """`90m`, `1h`, `7d`, `30s`, `2w` as seconds, or a usage error naming
     --older-than."""
-    found = re.fullmatch(r"([0-9]{1,12})([smhdw])", text.strip())
-    secs = int(found[1]) * _UNITS[found[2]] if found else -1
-    if not 0 < secs <= _MOST_SECS:
+    secs = span_secs(text) or -1
+    if not 0 < secs <= SPAN_MAX_SECS:
         raise click.BadParameter("must be a positive number with a unit, s, m, h, d or w "
                                  "(90m, 1h, 7d), of at most a century",
                                  param_hint="--older-than")

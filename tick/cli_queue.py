@@ -1,6 +1,6 @@
 """The `awc` commands on the queue itself (SPEC §4.3, §7.4): enqueue, and the
-operator commands (status, jobs, prune; retry, cancel and discard are
-tick/cli_actions.py's).
+operator commands (jobs, prune; retry, cancel and discard are
+`tick.cli_actions`'s, status and ticks `tick.cli_history`'s).
 
 None of them migrates (SPEC §3): they connect through
 `open_operator_database`, which refuses a schema that is missing or behind.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,6 +33,27 @@ def echo_json(data: Any, *, indent_on_terminal: bool = False) -> None:
     when asked and stdout is a terminal, one line for a pipe."""
     indent = 2 if indent_on_terminal and sys.stdout.isatty() else None
     click.echo(json.dumps(data, default=_json_default, sort_keys=True, indent=indent))
+
+
+def choice(*values: str) -> click.Choice[str]:
+    """A fixed set of values an operator may type in any case (`--state
+    failed`); the command receives the value as listed, and shell completion
+    offers it (SPEC §22)."""
+    return click.Choice(values, case_sensitive=False)
+
+
+# A span of time an operator types: `90m`, `1h`, `24h`, `7d`, `2w`; at most a
+# century (a timedelta holds far more; no history or retention needs it).
+_SPAN = re.compile(r"([0-9]{1,12})([smhdw])")
+_SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+SPAN_MAX_SECS = 100 * 365 * 86400
+
+
+def span_secs(text: str) -> int | None:
+    """`text` as a span in seconds (`90m` is 5400), or None if it is not one.
+    The caller says what is wrong, naming its option."""
+    found = _SPAN.fullmatch(text.strip().lower())
+    return int(found[1]) * _SPAN_UNITS[found[2]] if found else None
 
 
 def operator_connection(settings: Settings) -> Any:
@@ -143,82 +165,22 @@ def enqueue_command(
 # -- operating ------------------------------------------------------------------
 
 
-@click.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status_command(as_json: bool) -> None:
-    """Jobs by state and kind, the oldest ready job's age, dead letters."""
-    from tick.admin import status
-
-    settings = load_settings()
-    with operator_connection(settings) as conn:
-        data = status(conn)
-    if as_json:
-        echo_json(data)
-        return
-    states = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in states))
-    age = data["oldest_ready_age_s"]
-    click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
-    click.echo(f"dead letters: {data['dead_letters']}")
-    for kind, counts in sorted(data["by_kind"].items()):  # kinds are the producers'
-        click.echo(f"  {for_terminal(kind)}: "
-                   + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
-    for driver, last in sorted(data["last_ticks"].items()):
-        outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
-                   else last["stop_reason"])
-        when = (f"at {last['finished_at']}" if last["age_s"] is None
-                else f"{last['age_s']:.0f}s ago")
-        line = f"last {driver} tick: {when} ({outcome})"
-        if last["error"]:
-            ok = last["success_age_s"]
-            line += "; last success: " + (
-                "never" if last["last_success_at"] is None
-                else f"at {last['last_success_at']}" if ok is None else f"{ok:.0f}s ago")
-        click.echo(line)
-
-
-TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claimed",
-                "completed", "retried", "failed", "fired", "stop_reason", "error")
-
-
-@click.command("ticks")
-@click.option("--driver", type=click.Choice(["tick", "loop", "lambda", "maintenance"]))
-@click.option("--since", help="Only ticks started at or after this ISO 8601 instant.")
-@click.option("--failed", is_flag=True, help="Only ticks that failed or died.")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
-def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
-                  as_json: bool) -> None:
-    """Did it run? Every run of the engine, newest first; `died` marks a tick
-    killed before it finished.
-
-    \f
-    SPEC §16. (Click shows no help text past the form feed.)"""
-    from tick.history import ticks
-
-    when = parse_run_at(since, "--since") if since else None
-    with operator_connection(load_settings()) as conn:
-        rows = ticks(conn, driver=driver, since=when, failed=failed, limit=limit)
-    if as_json:
-        echo_json(rows)
-        return
-    for row in rows:
-        if row["died"]:
-            row["finished_at"] = "died"
-    click.echo(table(rows, TICK_COLUMNS))
-
-
 @click.group("jobs")
 def jobs_group() -> None:
     """Inspect jobs."""
 
 
 def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """Rows as aligned columns for a person. An instant prints in UTC with
+    its offset (`2026-03-01 03:00:00+00:00`), whatever the session's zone,
+    so no time in a table is ambiguous (SPEC §22); a column in another zone
+    (a schedule's own) is text its command made."""
+
     def cell(value: Any) -> str:
         if value is None:
             return "-"
         if isinstance(value, datetime):
-            return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+            return value.astimezone(UTC).isoformat(sep=" ", timespec="seconds")
         # A cell may hold a producer's text (a kind, a queue, an error):
         # escaped, it can neither drive the terminal nor forge a row.
         text = for_terminal(str(value).replace("\n", " "))
@@ -234,8 +196,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 @jobs_group.command("list")
 @click.option("--state",
-              type=click.Choice(["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"],
-                                case_sensitive=False))
+              type=choice("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
@@ -294,5 +255,6 @@ def prune_command() -> None:
 
 
 
-# retry, cancel, jobs discard, pause and resume: tick/cli_actions.py (SPEC §22).
-COMMANDS = [enqueue_command, status_command, jobs_group, prune_command, ticks_command]
+# retry, cancel, jobs discard, pause and resume: tick/cli_actions.py (SPEC §22);
+# status and ticks: tick/cli_history.py.
+COMMANDS = [enqueue_command, jobs_group, prune_command]

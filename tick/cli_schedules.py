@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from tick.cli_queue import echo_json, operator_connection, table
+from tick.cli_queue import choice, echo_json, operator_connection, table
 from tick.settings import load_settings
 
 # Where each field comes from on the command line.
@@ -21,9 +21,27 @@ _OPTION = {"name": "NAME", "cron": "--cron", "kind": "--kind", "payload": "--pay
            "timezone": "--timezone", "queue": "--queue", "priority": "--priority",
            "max_attempts": "--max-attempts", "missed": "--missed",
            "catchup_secs": "--catchup-secs", "overlap": "--overlap"}
-LIST_COLUMNS = ("name", "cron", "timezone", "kind", "paused", "next_fire_at", "last_fire_at",
-                "last_job_state")
-HISTORY_COLUMNS = ("fire_at", "status", "job_id", "recorded_at")
+# Instants print in UTC with their offset; a fire also in the schedule's own
+# zone (`*_local`), the one its cron reads (SPEC §15, §22).
+LIST_COLUMNS = ("name", "cron", "timezone", "kind", "paused", "next_fire_at", "next_fire_local",
+                "last_fire_at", "last_job_state")
+HISTORY_COLUMNS = ("fire_at", "fire_local", "status", "job_id", "recorded_at")
+
+
+def in_zone(instant: Any, timezone: str) -> str | None:
+    """`instant` as wall time in `timezone` with its offset, for a table; None
+    (shown `-`) for no instant, and the UTC text for a zone awc cannot read
+    (a row written by plain SQL) or an instant past the calendar's end."""
+    from datetime import datetime
+
+    from tick.schedules.times import ScheduleError, check_zone
+
+    if not isinstance(instant, datetime):
+        return None
+    try:
+        return instant.astimezone(check_zone(timezone)).isoformat(sep=" ", timespec="seconds")
+    except (ScheduleError, OverflowError, ValueError):
+        return None
 
 
 def _usage(error: Any, option: str | None = None) -> click.BadParameter:
@@ -47,7 +65,9 @@ def schedules_list(as_json: bool) -> None:
     if as_json:
         echo_json(rows)
     else:
-        click.echo(table(rows, LIST_COLUMNS))
+        click.echo(table([{**row, "next_fire_local": in_zone(row["next_fire_at"],
+                                                               row["timezone"])}
+                          for row in rows], LIST_COLUMNS))
 
 
 @schedules_group.command("add")
@@ -60,11 +80,11 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--queue", default="default", show_default=True)
 @click.option("--priority", type=int, default=0, show_default=True)
 @click.option("--max-attempts", type=int, default=5, show_default=True)
-@click.option("--missed", type=click.Choice(["latest", "all"]), default="latest",
+@click.option("--missed", type=choice("latest", "all"), default="latest",
               show_default=True, help="Catch up the newest missed fire, or each.")
 @click.option("--catchup-secs", type=int, default=3600, show_default=True,
               help="Fires older than this are recorded missed, never enqueued.")
-@click.option("--overlap", type=click.Choice(["allow", "skip"]), default="allow",
+@click.option("--overlap", type=choice("allow", "skip"), default="allow",
               show_default=True, help="skip: no fire while the last job is PENDING or RUNNING.")
 def schedules_add(name: str, cron: str, kind: str, payload: str, timezone: str, queue: str,
                   priority: int, max_attempts: int, missed: str, catchup_secs: int,
@@ -118,16 +138,34 @@ def schedules_trigger(name: str) -> None:
 
 
 @schedules_group.command("next")
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--cron", help="Preview this expression instead of a schedule's (nothing is added).")
+@click.option("--timezone", help="With --cron: its IANA time zone name [default: UTC].")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
-def schedules_next(name: str, count: int) -> None:
-    """The next fire times of NAME, one ISO 8601 instant per line; nothing is written.
+def schedules_next(name: str | None, cron: str | None, timezone: str | None, count: int) -> None:
+    """The next fire times of schedule NAME, or of --cron in --timezone
+    before it is added: one ISO 8601 instant per line, in the schedule's
+    zone with its offset; nothing is written.
 
-    Fewer than --count when the calendar ends first (year 9999)."""
-    from tick.schedules import next_fires
+    Fewer than --count when the calendar ends first (year 9999). A --cron
+    preview is computed on this host's clock and needs no database."""
+    from tick.schedules import ScheduleError, next_fires, preview
 
-    with operator_connection(load_settings()) as conn:
-        instants = next_fires(conn, name, count)
+    if (name is None) == (cron is None):
+        raise click.UsageError("give a schedule NAME or --cron EXPR, not both or neither")
+    if cron is None:
+        if timezone is not None:
+            raise click.UsageError("--timezone goes with --cron; a schedule has its own")
+        assert name is not None
+        with operator_connection(load_settings()) as conn:
+            instants = next_fires(conn, name, count)
+    else:
+        from datetime import UTC, datetime
+
+        try:
+            instants = preview(cron, timezone or "UTC", datetime.now(UTC), count)
+        except ScheduleError as error:
+            raise _usage(error) from None
     for instant in instants:
         click.echo(instant.isoformat())
 
@@ -138,14 +176,16 @@ def schedules_next(name: str, count: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def schedules_history(name: str, limit: int, as_json: bool) -> None:
     """NAME's ledger: every recorded fire, newest first."""
-    from tick.schedules import history
+    from tick.schedules import history, timezone_of
 
     with operator_connection(load_settings()) as conn:
         rows = history(conn, name, limit)
+        zone = timezone_of(conn, name)
     if as_json:
         echo_json(rows)
     else:
-        click.echo(table(rows, HISTORY_COLUMNS))
+        click.echo(table([{**row, "fire_local": in_zone(row["fire_at"], zone)}
+                          for row in rows], HISTORY_COLUMNS))
 
 
 @schedules_group.command("sync")

@@ -5,7 +5,8 @@ process. Every tick fires what is due (`firing.py`); fire times come from
 
     add(conn, Schedule(...)) -> "created" | "updated" | "unchanged"
     remove, pause, resume(conn, name);  trigger(conn, name) -> job id
-    next_fires(conn, name, count);  history(conn, name, limit);  listing(conn)
+    next_fires(conn, name, count);  preview(cron, timezone, after, count)
+    history(conn, name, limit);  listing(conn);  timezone_of(conn, name)
     sync(conn, schedules, prune=False, dry_run=False);  parse_toml(text) -> [Schedule]
 
 Nothing here commits on its own beyond its statements (autocommit
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["Schedule", "ScheduleError", "ScheduleNotFound", "ScheduleUnusable", "add", "history",
-           "listing", "next_fires", "parse_toml", "pause", "remove", "resume", "sync", "trigger"]
+           "listing", "next_fires", "parse_toml", "pause", "preview", "remove", "resume", "sync",
+           "timezone_of", "trigger"]
 
 NAME_LIMIT = 200
 # pg_advisory_xact_lock key of `sync`: 'awc' 'syn' in ASCII.
@@ -128,6 +130,11 @@ def _existing(conn: psycopg.Connection[Any], name: str) -> tuple[str, str, str, 
     return row[0], row[1], row[2], bool(row[3])
 
 
+def timezone_of(conn: psycopg.Connection[Any], name: str) -> str:
+    """The time zone schedule `name` reads its cron in, as stored."""
+    return _existing(conn, name)[2]
+
+
 def remove(conn: psycopg.Connection[Any], name: str) -> None:
     """Remove a schedule; its ledger stays until pruned."""
     if conn.execute(sql("delete_schedule"), {"name": name}).fetchone() is None:
@@ -169,16 +176,25 @@ def next_fires(conn: psycopg.Connection[Any], name: str, count: int = 5) -> list
     its UTC offset), computed; nothing is written. Fewer when the calendar
     ends first (a cron that fires once in decades, year 9999)."""
     _, cron, timezone, _ = _existing(conn, name)
+    try:
+        return preview(cron, timezone, _now(conn), count)
+    except ScheduleError as error:
+        raise _unusable(name, error) from None
+
+
+def preview(cron: str, timezone: str, after: datetime, count: int = 5) -> list[datetime]:
+    """The first `count` fires of `cron` in `timezone` after `after`, in that
+    zone (with its offset): `awc schedules next --cron` shows an expression
+    before it is added. A bad expression or zone is a `ScheduleError`, as
+    `add` would refuse it. Fewer when the calendar ends first (year 9999)."""
+    check_cron(cron)
+    zone = check_zone(timezone)
     found: list[datetime] = []
     try:
-        check_cron(cron)
-        zone = check_zone(timezone)
-        for instant in fires(cron, timezone, _now(conn)):
+        for instant in fires(cron, timezone, after):
             found.append(instant.astimezone(zone))
             if len(found) == count:
                 break
-    except ScheduleError as error:
-        raise _unusable(name, error) from None
     except OverflowError:
         pass  # the zone's wall time of the last instant is past year 9999
     return found

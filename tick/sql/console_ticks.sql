@@ -5,7 +5,7 @@
 -- may hold any instant PostgreSQL accepts (SPEC §4.2), and `started_at + 1 hour`
 -- fails past its last year.
 SELECT id, driver, worker_id, started_at, finished_at, deadline_at, claimed, completed,
-       retried, failed, cancelled, continued, rescued, fired, stop_reason, error,
+       retried, failed, cancelled, released, continued, rescued, fired, stop_reason, error,
        CASE WHEN isfinite(started_at) AND isfinite(finished_at)
             THEN extract(epoch FROM finished_at - started_at)::float8 END AS took_s,
        (finished_at IS NULL AND coalesce(deadline_at < now(), started_at < now() - interval '1 hour'))

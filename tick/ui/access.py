@@ -7,8 +7,11 @@ cookie nor the CSRF token is derived from the token, so nothing a browser
 holds or a page shows can give the token away. Sessions end after
 `SESSION_SECS`, on logout, or when the process restarts (sign in again).
 
-Failed logins are throttled per client address, so the token cannot be
-guessed at the speed of the network.
+Failed logins are throttled per client address: past FAILURES_PER_WINDOW
+wrong tokens a minute, a wrong token is answered 429. The right token is
+never throttled, so operators behind one proxy address cannot lock each
+other out; guessing is stopped by the token itself (at least 16 characters,
+random: see the decision "sign-in throttle").
 """
 
 from __future__ import annotations

@@ -84,8 +84,41 @@ def before(params: Mapping[str, str]) -> int | None:
     return _id(params, "before")
 
 
+def after(params: Mapping[str, str]) -> int | None:
+    """The Newer link's cursor: the page of jobs just above this id."""
+    return _id(params, "after")
+
+
+PAYLOAD_SEARCH_CHARS = 2000
+
+
+def payload_search(params: Mapping[str, str]) -> str | None:
+    """The job list's payload search, `payload @> {...}` (SPEC §22): a JSON
+    object of at most PAYLOAD_SEARCH_CHARS characters, as the JSON text
+    jsonb reads; None when absent."""
+    import json
+
+    from tick.text import json_value_text
+
+    value = params.get("payload", "").strip()
+    if not value:
+        return None
+    if len(value) > PAYLOAD_SEARCH_CHARS:
+        raise BadInput(f"payload is longer than {PAYLOAD_SEARCH_CHARS} characters")
+    try:
+        parsed = json.loads(value)
+    except (RecursionError, ValueError):
+        raise BadInput("payload is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise BadInput("payload must be a JSON object, such as {\"customer\": 42}")
+    text, problem = json_value_text(parsed)
+    if text is None:
+        raise BadInput(f"payload {problem}")
+    return text
+
+
 def driver(params: Mapping[str, str]) -> str | None:
-    value = params.get("driver", "").strip() or None
+    value = params.get("driver", "").strip().lower() or None  # any case, as the CLI's
     if value is not None and value not in DRIVERS:
         raise BadInput("driver must be one of " + ", ".join(DRIVERS))
     return value

@@ -24,10 +24,12 @@ from tick.ui.chart import throughput_svg
 from tick.ui.filters import (
     BadInput,
     JobFilter,
+    after,
     before,
     driver,
     job_id,
     limit_target,
+    payload_search,
     schedule_name,
     tick_cursor,
 )
@@ -141,14 +143,18 @@ def _next(target: str) -> str:
 async def login(request: Request) -> Response:
     console = _console(request)
     address = request.client.host if request.client else "unknown"
-    if console.gate.throttled(address):
-        return console.problem(request, 429, "awc: too many failed sign-ins from this address; "
-                               "wait a minute")
     form = await request.form(max_files=0, max_fields=10)
     if not csrf_matches(request.cookies.get(LOGIN_COOKIE, ""), form.get("login_nonce")):
         return console.problem(request, 403, "awc: the sign-in form expired; reload it")
     token = form.get("token")
+    # Only wrong tokens are throttled: the right one signs in even while its
+    # address is (others behind the same proxy guessed); the token's length
+    # and randomness are what stop guessing (docs/decisions, "sign-in throttle").
     if not isinstance(token, str) or not console.gate.token_matches(token):
+        if console.gate.throttled(address):
+            console.gate.failed(address)
+            return console.problem(request, 429, "awc: too many failed sign-ins from this "
+                                   "address; wait a minute")
         console.gate.failed(address)
         console.report(request.scope, 401)  # never the offered token
         nonce = secrets.token_urlsafe(24)
@@ -200,10 +206,16 @@ def overview(request: Request, console: Console) -> Response:
 def jobs(request: Request, console: Console) -> Response:
     where = JobFilter.parse(request.query_params)
     cursor = before(request.query_params)
+    newer = after(request.query_params)
+    payload = payload_search(request.query_params)
+    if cursor is not None and newer is not None:
+        raise BadInput("give before or after, not both")
     with console.pool.connection() as conn:
-        page = reads.jobs(conn, where, cursor)
-    return console.page(request, "jobs.html", refresh=cursor is None, where=where, page=page,
-                        window=reads.WINDOW, cap=actions.BULK_CAP,
+        page = reads.jobs(conn, where, cursor, after=newer, payload=payload)
+        kinds, queues = reads.job_names(conn)
+    return console.page(request, "jobs.html", refresh=cursor is None and newer is None,
+                        where=where, page=page, payload=payload, kinds=kinds, queues=queues,
+                        window=reads.WINDOW, cap=actions.BULK_CAP, count_cap=reads.CAP,
                         bulk_states=actions.BULK_STATES)
 
 

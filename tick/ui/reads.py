@@ -25,6 +25,7 @@ CAP = 10_000
 PAGE = 50
 WINDOW = 20_000
 GROUPS = 20  # kinds and queues the overview lists
+NAMES = 100  # kinds and queues the job filters offer
 DEAD_LETTERS = 10
 SHOWN_CHARS = 100_000  # of a payload, result or checkpoint on the job page
 LIST_COLUMNS = ("id", "kind", "state", "queue", "priority", "attempts", "max_attempts",
@@ -87,32 +88,73 @@ class JobPage:
     next_before: int | None  # the cursor of the next (older) page, if any
     scanned: int | None  # jobs the window read (None: read by index, no window)
     scanned_to: int | None
+    newer_after: int | None = None  # the cursor of the Newer page, if there may be one
+    matches: int | None = None  # matching jobs among `counted` (the window, or the cap)
+    counted: int | None = None
 
 
-def jobs(conn: psycopg.Connection[Any], where: JobFilter, before: int | None) -> JobPage:
-    """A page of jobs matching `where`, newest first, with ids below `before`."""
+def jobs(conn: psycopg.Connection[Any], where: JobFilter, before: int | None, *,
+         after: int | None = None, payload: str | None = None) -> JobPage:
+    """A page of jobs matching `where` (and containing `payload`, a JSON
+    object's text), newest first: with ids below `before`, or, for the
+    Newer link, the page just above `after`. Each read is bounded as the
+    unfiltered list's is (docs/decisions/0013)."""
     if where.id is not None:
         found = _rows(conn.execute(sql("console_job_listed"), {
             "id": where.id, "state": where.state, "kind": where.kind, "queue": where.queue}))
         return JobPage(_listed(found), None, None, None)
-    params = {"before": before if before is not None else 2**63 - 1, "limit": PAGE + 1,
-              "state": where.state, "kind": where.kind, "queue": where.queue}
+    newer = after is not None
+    params = {"before": before if before is not None else MAX_ID, "after": after or 0,
+              "newer": newer, "limit": PAGE + 1, "state": where.state, "kind": where.kind,
+              "queue": where.queue, "payload": payload}
     if where.state in ("FAILED", "CANCELLED"):
-        rows = _rows(conn.execute(sql("console_dead_jobs"), params))
+        rows = sorted(_rows(conn.execute(sql("console_dead_jobs"), params)),
+                      key=lambda r: r["id"], reverse=not newer)
         more = len(rows) > PAGE
-        rows = rows[:PAGE]
-        return JobPage(_listed(rows), rows[-1]["id"] if more else None, None, None)
+        rows = sorted(rows[:PAGE], key=lambda r: r["id"], reverse=True)
+        count = conn.execute(sql("console_dead_count"), {**params, "cap": CAP}).fetchone()
+        matches, counted = (int(count[0]), int(count[1])) if count else (0, 0)
+        if newer:
+            return JobPage(_listed(rows), rows[-1]["id"] if rows else (after or 0) + 1, None,
+                           None, rows[0]["id"] if more else None, matches, counted)
+        return JobPage(_listed(rows), rows[-1]["id"] if more else None, None, None,
+                       _newer(rows, before), matches, counted)
     rows = _rows(conn.execute(sql("console_jobs"), {**params, "window": WINDOW}))
     scanned = int(rows[0]["scanned"]) if rows else 0
     scanned_to = rows[0]["scanned_to"] if rows else None
+    matches = int(rows[0]["matches"]) if rows else 0
     found = [r for r in rows if r["id"] is not None]
-    if len(found) > PAGE:
-        return JobPage(_listed(found[:PAGE]), found[PAGE - 1]["id"], scanned, scanned_to)
-    # The window ran out before a page filled: continue below it, unless it
-    # reached the oldest job.
+    # The window ran out before a page filled: continue past it, unless it
+    # reached the end of the table (the oldest job, or the newest).
     exhausted = scanned < WINDOW
+    if newer:
+        shown = found[-PAGE:]  # the PAGE just above `after`
+        onward = (shown[0]["id"] if len(found) > PAGE
+                  else None if exhausted or scanned_to is None else int(scanned_to))
+        return JobPage(_listed(shown), shown[-1]["id"] if shown else (after or 0) + 1, scanned,
+                       scanned_to, onward, matches, scanned)
+    if len(found) > PAGE:
+        return JobPage(_listed(found[:PAGE]), found[PAGE - 1]["id"], scanned, scanned_to,
+                       _newer(found, before), matches, scanned)
     return JobPage(_listed(found), None if exhausted or scanned_to is None else int(scanned_to),
-                   scanned, scanned_to)
+                   scanned, scanned_to, _newer(found, before), matches, scanned)
+
+
+MAX_ID = 2**63 - 1
+
+
+def _newer(shown: list[dict[str, Any]], before: int | None) -> int | None:
+    """The Newer link's cursor of a page read below `before`: none on the
+    first page; above its newest row, or below `before` when it is empty."""
+    if before is None:
+        return None
+    return int(shown[0]["id"]) if shown else before - 1
+
+
+def job_names(conn: psycopg.Connection[Any]) -> tuple[list[str], list[str]]:
+    """The kinds and queues the job filters offer (bounded: console_job_names)."""
+    row = conn.execute(sql("console_job_names"), {"cap": CAP, "groups": NAMES}).fetchone()
+    return (list(row[0]), list(row[1])) if row else ([], [])
 
 
 def _listed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

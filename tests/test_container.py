@@ -199,6 +199,26 @@ def image_config(image: str) -> dict[str, Any]:
     return config
 
 
+@pytest.fixture
+def container_db_url(db_url: str) -> Iterator[str]:
+    """The test's database as the image's non-root user reaches it: over TCP
+    on the host's network. The embedded server listens only on a Unix socket
+    in a directory of its own, so a plain forwarder on 127.0.0.1 stands in
+    front of it then."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.silent_proxy import SilentProxy
+
+    if not str(conninfo_to_dict(db_url).get("host") or "").startswith("/"):
+        yield db_url
+        return
+    proxy = SilentProxy(db_url)
+    try:
+        yield proxy.url_for(db_url)
+    finally:
+        proxy.close()
+
+
 def run_in(image: str, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run `sh -c script` in a fresh container of the image, on the host's network."""
     ctr = buildah("from", "-q", image).stdout.strip()
@@ -226,11 +246,11 @@ def test_the_image_runs_awc_as_a_non_root_user_with_no_secret_baked_in(image: st
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_awc_demo_and_the_loop_health_check_run_in_the_image(
-    image: str, db_url: str, conn: psycopg.Connection[Any]
+    image: str, container_db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     # The demo in its own database on the test's server, reached over the
     # host's network; the image's WORKDIR is writable by its user.
-    demo = run_in(image, f"awc demo --database-url '{db_url}'")
+    demo = run_in(image, f"awc demo --database-url '{container_db_url}'")
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert "COMPLETED" in demo.stdout
     # The loop answers the image's own HEALTHCHECK and drains on SIGTERM.
@@ -239,7 +259,7 @@ def test_awc_demo_and_the_loop_health_check_run_in_the_image(
     check = " ".join(shlex.quote(a) for a in test[1:])
     port = 20000 + uuid.uuid4().int % 20000
     script = (
-        f"export DATABASE_URL='{db_url}' AWC_CAS_URL=memory:// AWC_METRICS_PORT={port}"
+        f"export DATABASE_URL='{container_db_url}' AWC_CAS_URL=memory:// AWC_METRICS_PORT={port}"
         " AWC_METRICS_ADDRESS=127.0.0.1 AWC_STOP_GRACE_SECS=2; awc loop 2>/tmp/loop.err & pid=$!;"
         f" ok=1; for i in $(seq 1 100); do if {check} 2>/dev/null; then ok=0; break; fi;"
         " sleep 0.2; done; kill -TERM $pid; wait $pid; rc=$?;"

@@ -5,7 +5,9 @@
 -- (the console's "10,000+"; the gauge's 100,000), the RUNNING one at the
 -- limit if that is more. Each count says "kind = name" or "queue = name" in
 -- its own branch, so each reads its own index from that name on (a kind's
--- lanes, a queue's ready jobs), never every limit's jobs under one filter.
+-- lanes, a queue's ready jobs), never every limit's jobs under one filter;
+-- each in its index's order, so that LIMIT stops the index walk (without it
+-- PostgreSQL 18 chose a sequential scan where a kind's backlog was common).
 SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
        w.window_claims,
        CASE WHEN NOT ((l.max_running IS NOT NULL AND u.running >= l.max_running)
@@ -15,10 +17,12 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             THEN (SELECT count(*) FROM (
                       SELECT 1 FROM awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.kind = l.name AND j.run_at <= now()
+                      ORDER BY j.queue, j.priority, j.run_at, j.id  -- jobs_ready_lane_idx's
                       LIMIT %(cap)s) AS ready)
             ELSE (SELECT count(*) FROM (
                       SELECT 1 FROM awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.queue = l.name AND j.run_at <= now()
+                      ORDER BY j.priority DESC, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
             END AS held_back
 FROM awc.limits AS l,

@@ -106,6 +106,33 @@ def awc_env(db_url: str) -> dict[str, str]:
     return env
 
 
+# -- one console per module -----------------------------------------------------------------
+# A module that overrides `db_url` with a module-scoped database (see
+# tests/test_console.py) shares one `awc ui` process across its tests through
+# `console`, emptied before each test: a process per test costs a second.
+
+
+@pytest.fixture(scope="module")
+def shared_console(db_url: str) -> Iterator[str]:
+    from tests.support import read_stderr, start_console, stop
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
+    proc, base = start_console(env)
+    read_stderr(proc)
+    yield base
+    stop(proc)
+
+
+@pytest.fixture
+def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
+    """The module's `awc ui` over an emptied database."""
+    conn.execute("TRUNCATE awc.jobs, awc.walk_marks, awc.audit_events, awc.schedules, "
+                 "awc.schedule_fires, awc.ticks, awc.limits, awc.limit_claims "
+                 "RESTART IDENTITY CASCADE")
+    return shared_console
+
+
 # -- object stores ---------------------------------------------------------------
 
 

@@ -37,29 +37,10 @@ PAGES = ["/", "/jobs", "/jobs/1", "/schedules", "/ticks", "/limits", "/jobs/bulk
 
 @pytest.fixture(scope="module")
 def db_url(server_url: str, template_db: str) -> Iterator[str]:
-    """One database for the module's console; each test starts it empty."""
+    """One database for the module, so its tests share one console
+    (tests/conftest.py: `console`); each test starts it empty."""
     with migrated_database(server_url, template_db) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def shared_console(db_url: str) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
-    env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
-    proc, base = start_console(env)
-    read_stderr(proc)
-    yield base
-    stop(proc)
-
-
-@pytest.fixture
-def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
-    """The module's `awc ui` over an emptied database (a process per test
-    would cost a second each)."""
-    conn.execute("TRUNCATE awc.jobs, awc.walk_marks, awc.audit_events, awc.schedules, "
-                 "awc.schedule_fires, awc.ticks, awc.limits, awc.limit_claims "
-                 "RESTART IDENTITY CASCADE")
-    return shared_console
 
 
 @pytest.fixture

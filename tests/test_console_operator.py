@@ -6,7 +6,6 @@ the Ticks page shows released, rescued and continued."""
 from __future__ import annotations
 
 import html
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -15,38 +14,18 @@ import psycopg
 import pytest
 
 from tests.support import (
-    ROOT,
     migrated_database,
-    read_stderr,
     signed_in,
-    start_console,
-    stop,
 )
 from tick.producer import enqueue, enqueue_many
 
 
 @pytest.fixture(scope="module")
 def db_url(server_url: str, template_db: str) -> Iterator[str]:
-    """One database for the module's console; each test starts it empty."""
+    """One database for the module, so its tests share one console
+    (tests/conftest.py: `console`); each test starts it empty."""
     with migrated_database(server_url, template_db) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def shared_console(db_url: str) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
-    env.update(DATABASE_URL=db_url, PYTHONPATH=str(ROOT))
-    proc, base = start_console(env)
-    read_stderr(proc)
-    yield base
-    stop(proc)
-
-
-@pytest.fixture
-def console(shared_console: str, conn: psycopg.Connection[Any]) -> str:
-    conn.execute("TRUNCATE awc.jobs, awc.audit_events, awc.schedules, awc.schedule_fires, "
-                 "awc.ticks RESTART IDENTITY CASCADE")
-    return shared_console
 
 
 def _ids(page: str) -> list[int]:

@@ -170,8 +170,8 @@ def maintenance_tick(as_json: bool) -> None:
 
     settings = load_settings()
     with _connect(settings) as conn:
-        from tick.engine.report import TickReport
         from tick.history import TickStart, finish
+        from tick.report import TickReport
 
         done = run_maintenance(conn, settings.prune_after_secs,
                                schedule_history_secs=settings.schedule_history_secs,

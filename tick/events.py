@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol, TextIO
 
-from tick.engine.outcomes import LEVEL as LEVELS
-from tick.engine.outcomes import Label
 from tick.redaction import redacted
 from tick.text import clip
+from tick.words import LEVEL as LEVELS
+from tick.words import Label
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
 # at most this many label sets, and no label value longer than this many

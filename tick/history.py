@@ -21,23 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tick.report import COUNTERS, TickReport
 from tick.statements import sql
 
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.report import TickReport
     from tick.events import EventSink
-
-COUNTS = ("claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
-          "continued", "rescued", "pruned", "fired")
 
 
 @dataclass(frozen=True, slots=True)
 class TickStart:
     """Who is ticking: what the row says before the tick has done anything."""
 
-    driver: str  # tick | loop | lambda | maintenance
+    driver: str  # one of tick.words.DRIVERS
     worker_id: str
     correlation_id: str | None = None
     deadline: float | None = None  # a time.monotonic() instant
@@ -67,8 +64,8 @@ Tail = tuple[str, dict[str, Any]]
 def counts(report: TickReport | None) -> dict[str, Any]:
     """The report as the row's columns."""
     if report is None:
-        return {name: 0 for name in COUNTS} | {"stop_reason": None}
-    return {name: getattr(report, name) for name in COUNTS} | {
+        return {name: 0 for name in COUNTERS} | {"stop_reason": None}
+    return {name: getattr(report, name) for name in COUNTERS} | {
         "stop_reason": report.stop_reason}
 
 

@@ -11,25 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tick.statements import sql
+from tick.words import Record
 
 if TYPE_CHECKING:
     import psycopg
 
     from tick.history import Tail
-
-
-class Record(Enum):
-    """The fenced statement that records an outcome (SPEC §4.2)."""
-
-    COMPLETE = "complete_jobs"
-    RETRY = "retry_jobs"
-    FAIL = "fail_jobs"
-    RELEASE = "release_jobs"
-    CONTINUE = "continue_jobs"
 
 
 class ClaimedRow(NamedTuple):

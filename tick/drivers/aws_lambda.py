@@ -17,7 +17,7 @@ import json
 import time
 import warnings
 from collections import Counter as Tally
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -26,12 +26,12 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_m
 from tick.drivers.compose import engine_for, record_failure, tick_spec
 from tick.drivers.lambda_event import correlation_text, parse_event
 from tick.engine.api import Engine
-from tick.engine.outcomes import LEVEL
-from tick.engine.report import TickReport
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
 from tick.redaction import keep_secret
+from tick.report import COUNTER_METRICS, TickReport
 from tick.settings import Settings, load_settings
+from tick.words import LEVEL
 
 if TYPE_CHECKING:
     import psycopg
@@ -341,15 +341,9 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
     return report.as_dict()
 
 
-# Every count of the report is a Tick<Name> metric (`continued` was once left out).
-TICK_COUNTS = tuple(f.name for f in fields(TickReport) if f.name not in ("stop_reason",
-                                                                         "duration_s"))
-
-
 def _publish(report: TickReport, observer: LambdaObserver) -> None:
     observer.publish()
-    for name in TICK_COUNTS:
-        metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
-                           value=getattr(report, name))
+    for counter, name in COUNTER_METRICS:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=getattr(report, counter))
     metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)
     metrics.add_metric(name="TickLastSuccess", unit=MetricUnit.Count, value=1)

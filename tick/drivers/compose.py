@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tick.db import connect
 from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
 from tick.engine.registry import import_handler_modules
-from tick.engine.report import TickReport
 from tick.events import EventSink
 from tick.history import TickStart
 from tick.migrate import migrate, require_current
+from tick.report import TickReport
 from tick.settings import Settings
 
 if TYPE_CHECKING:

@@ -25,12 +25,12 @@ from tick.drivers.compose import (
 from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
-from tick.engine.report import TickReport
 from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents, report_fires
 from tick.history import TickStart, finish
 from tick.maintenance import run_maintenance
 from tick.metrics import Metrics
+from tick.report import TickReport
 from tick.settings import Settings
 
 LISTEN_CHANNEL = "awc_jobs"

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tick.engine.backoff import Jitter
 from tick.engine.registry import MAX_LEASE_SECS, REGISTRY, Registry
-from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, SlotPool
 from tick.events import EventSink, JobEvent, NullEvents
 from tick.history import TickStart
 from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
+from tick.report import TickReport
 
 if TYPE_CHECKING:
     import psycopg

@@ -13,8 +13,8 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from tick.engine.report import StopReason
 from tick.queue import ClaimedRow, ClaimRequest
+from tick.words import StopReason
 
 if TYPE_CHECKING:
     from tick.engine.api import RunSpec

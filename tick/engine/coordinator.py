@@ -27,13 +27,14 @@ from tick.engine.claims import Claims
 from tick.engine.context import JobContext, Saving
 from tick.engine.flush import Flush, send, settle
 from tick.engine.outcomes import error_text
-from tick.engine.report import StopReason, TickReport
 from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.errors import DatabaseError
 from tick.events import report_fires
 from tick.history import Tail
-from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
+from tick.queue import ClaimedRow, ClaimRequest, lost_claims
+from tick.report import TickReport
+from tick.words import Record, StopReason
 
 if TYPE_CHECKING:
 

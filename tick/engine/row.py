@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     import psycopg
 
     from tick.engine.api import RunSpec
-    from tick.engine.report import StopReason, TickReport
     from tick.events import EventSink
     from tick.queue import ClaimRequest
+    from tick.report import TickReport
+    from tick.words import StopReason
 
 
 class HistoryRow:

@@ -1,13 +1,17 @@
-"""`TickReport` (SPEC §6): what one tick did, with exactly the spec's keys."""
+"""`TickReport` (SPEC §6): what one tick did, with exactly the spec's keys.
+
+Below history, events, metrics and the engine, so each reads it without an
+import upward. Its counters are listed once, here (`COUNTERS`), derived from
+its fields: the history row's columns, the Lambda's published metrics and
+the tables that show them all read that list.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
-from tick.engine.outcomes import REPORT_FIELD, Label
-
-StopReason = Literal["drained", "max_jobs", "deadline", "stopped"]
+from tick.words import REPORT_FIELD, Label, StopReason
 
 
 @dataclass(slots=True)
@@ -56,3 +60,17 @@ class TickReport:
 
 
 _FIELDS = tuple(f.name for f in fields(TickReport))
+
+# Every count of the report, in field order: every field but how and when it
+# stopped. A field added to TickReport is counted everywhere at once.
+COUNTERS: tuple[str, ...] = tuple(name for name in _FIELDS
+                                  if name not in ("stop_reason", "duration_s"))
+
+
+def metric_name(counter: str) -> str:
+    """The name a counter is published under as a metric: `Tick<Counter>`."""
+    return f"Tick{counter.capitalize()}"
+
+
+# (counter, metric name) for every counter: what the Lambda publishes.
+COUNTER_METRICS: tuple[tuple[str, str], ...] = tuple((c, metric_name(c)) for c in COUNTERS)

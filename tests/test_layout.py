@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.ui", "tick.ui.access", "tick.ui.filters", "tick.ui.chart"),
     ("tick.ui.reads", "tick.ui.actions"),
     ("tick.ui.render",),
+    ("tick.ui.console",),  # what every endpoint receives
     ("tick.ui.pages",),
     ("tick.ui.app",),
     ("tick.ui.serve",),  # the connections the app is served on

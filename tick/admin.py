@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.errors import JobStateError
 from tick.statements import sql
+from tick.words import DEAD_STATES
 
 if TYPE_CHECKING:
     import psycopg
@@ -116,7 +117,7 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobStateError(f"job {job_id} does not exist")
-        if state in ("FAILED", "CANCELLED"):
+        if state in DEAD_STATES:
             raise held  # revive_jobs left it: its dedupe key is live
         raise JobStateError(
             f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")

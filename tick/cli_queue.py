@@ -20,6 +20,7 @@ import click
 
 from tick.settings import Settings, load_settings
 from tick.text import for_terminal
+from tick.words import JOB_STATES
 
 
 def _json_default(value: Any) -> Any:
@@ -196,7 +197,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 @jobs_group.command("list")
 @click.option("--state",
-              type=choice("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"))
+              type=choice(*JOB_STATES))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)

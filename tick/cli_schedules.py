@@ -15,6 +15,7 @@ import click
 
 from tick.cli_queue import choice, echo_json, operator_connection, table
 from tick.settings import load_settings
+from tick.words import MISSED_POLICIES, OVERLAP_POLICIES
 
 # Where each field comes from on the command line.
 _OPTION = {"name": "NAME", "cron": "--cron", "kind": "--kind", "payload": "--payload",
@@ -80,11 +81,11 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--queue", default="default", show_default=True)
 @click.option("--priority", type=int, default=0, show_default=True)
 @click.option("--max-attempts", type=int, default=5, show_default=True)
-@click.option("--missed", type=choice("latest", "all"), default="latest",
+@click.option("--missed", type=choice(*MISSED_POLICIES), default=MISSED_POLICIES[0],
               show_default=True, help="Catch up the newest missed fire, or each.")
 @click.option("--catchup-secs", type=int, default=3600, show_default=True,
               help="Fires older than this are recorded missed, never enqueued.")
-@click.option("--overlap", type=choice("allow", "skip"), default="allow",
+@click.option("--overlap", type=choice(*OVERLAP_POLICIES), default=OVERLAP_POLICIES[0],
               show_default=True, help="skip: no fire while the last job is PENDING or RUNNING.")
 def schedules_add(name: str, cron: str, kind: str, payload: str, timezone: str, queue: str,
                   priority: int, max_attempts: int, missed: str, catchup_secs: int,

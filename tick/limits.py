@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tick.producer import INT4_MAX, NAME_LIMIT
 from tick.statements import sql
 from tick.text import text_refusal
+from tick.words import LIMIT_SCOPES
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,7 +40,7 @@ class LimitError(ValueError):
 class Limit:
     """One limit row."""
 
-    scope: str  # kind | queue
+    scope: str  # one of tick.words.LIMIT_SCOPES
     name: str
     max_running: int | None = None
     rate: int | None = None
@@ -49,7 +50,7 @@ class Limit:
 def parse_target(target: str) -> tuple[str, str]:
     """`kind:NAME` or `queue:NAME` as (scope, name), or `LimitError`."""
     scope, colon, name = target.partition(":") if isinstance(target, str) else ("", "", "")
-    if not colon or scope not in ("kind", "queue"):
+    if not colon or scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     return scope, _check_name(name)
 
@@ -73,7 +74,7 @@ def _count(value: Any, field: str, low: int) -> int | None:
 
 def check_limit(limit: Limit) -> Limit:
     """`limit` if awc would store it, else `LimitError` naming the field."""
-    if limit.scope not in ("kind", "queue"):
+    if limit.scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     _check_name(limit.name)
     _count(limit.max_running, "max_running", 0)

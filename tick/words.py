@@ -62,6 +62,14 @@ STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 # What became of one schedule fire, as its ledger records it (SPEC §15).
 FireStatus = Literal["enqueued", "skipped", "missed", "overlap", "manual"]
 FIRE_STATUSES: tuple[FireStatus, ...] = get_args(FireStatus)
+# A fire that was due and ran no job: shown as a problem.
+UNRUN_FIRES: tuple[FireStatus, ...] = ("missed", "overlap")
+# A schedule's policies (SPEC §15): which missed fires run, and whether a
+# fire may enqueue while the previous one's job is live; the first is the default.
+MissedPolicy = Literal["latest", "all"]
+MISSED_POLICIES: tuple[MissedPolicy, ...] = get_args(MissedPolicy)
+OverlapPolicy = Literal["allow", "skip"]
+OVERLAP_POLICIES: tuple[OverlapPolicy, ...] = get_args(OverlapPolicy)
 
 # What a limit applies to (SPEC §18): every job of a kind, or of a queue.
 LimitScope = Literal["kind", "queue"]

@@ -37,7 +37,7 @@ from tick.ui.filters import (
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from tick.ui.app import Console
+    from tick.ui.console import Console
 
 Endpoint = Callable[..., Any]
 

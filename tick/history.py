@@ -27,8 +27,6 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.events import EventSink
-
 
 @dataclass(frozen=True, slots=True)
 class TickStart:
@@ -98,17 +96,6 @@ def opening(start: TickStart, slots: list[str], lease_secs: float) -> Tail:
 def renew(conn: psycopg.Connection[Any], tick_id: int, lease_secs: float) -> None:
     """Push back the deadline of a running stretch's row: it has not died."""
     conn.execute(sql("renew_tick"), {"id": tick_id, "lease_secs": lease_secs})
-
-
-def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) -> None:
-    """Send a `closing` statement on its own, as the end of a run does when
-    the round trip's one did not foresee how the run ended: the jobs are
-    recorded already, so a failure here is a warning event, never the
-    run's failure."""
-    try:
-        conn.execute(sql(tail[0]), tail[1])
-    except Exception as error:
-        events.log("warning", "tick_history_failed", error=type(error).__name__)
 
 
 def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport | None,

@@ -8,10 +8,12 @@ the tables that show them all read that list.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
 
-from tick.words import REPORT_FIELD, Label, StopReason
+from tick.words import REPORT_FIELD, FireStatus, Label, StopReason
 
 
 @dataclass(slots=True)
@@ -74,3 +76,28 @@ def metric_name(counter: str) -> str:
 
 # (counter, metric name) for every counter: what the Lambda publishes.
 COUNTER_METRICS: tuple[tuple[str, str], ...] = tuple((c, metric_name(c)) for c in COUNTERS)
+
+
+class ScheduleFire(NamedTuple):
+    """One ledger row a maintenance pass recorded (SPEC §15)."""
+
+    schedule: str
+    fire_at: datetime
+    status: FireStatus
+    job_id: int | None  # the job it enqueued, if it did
+
+
+class FireReport(Protocol):
+    """What a maintenance pass (or one schedule's part of it) fired, as the
+    events and metrics report it: its ledger rows, how late each schedule's
+    last enqueued fire was, and the schedules it could not plan."""
+
+    @property
+    def fires(self) -> Sequence[ScheduleFire]: ...
+
+    @property
+    def parked(self) -> Sequence[tuple[str, str]]: ...  # (schedule, why)
+
+
+# Seconds late per schedule: (schedule, lag) pairs.
+Lags = Iterable[tuple[str, float]]

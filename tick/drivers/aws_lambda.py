@@ -17,6 +17,7 @@ import json
 import time
 import warnings
 from collections import Counter as Tally
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from tick.engine.api import Engine
 from tick.errors import DatabaseError, SettingsError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
 from tick.redaction import keep_secret
-from tick.report import COUNTER_METRICS, TickReport
+from tick.report import COUNTER_METRICS, Lags, ScheduleFire, TickReport
 from tick.settings import Settings, load_settings
 from tick.words import LEVEL
 
@@ -94,7 +95,7 @@ class LambdaObserver:
     def api_error(self, component: str) -> None:
         self.api_errors[component] += 1
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None:
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None:
         for _, _, status, _ in fires:
             self.fires[status] += 1
 

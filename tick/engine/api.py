@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from queue import SimpleQueue
@@ -23,17 +23,19 @@ from tick.engine.slots import WAKE, SlotPool
 from tick.events import EventSink, JobEvent, NullEvents
 from tick.history import TickStart
 from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
-from tick.report import TickReport
+from tick.report import Lags, ScheduleFire, TickReport
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.schedules.firing import Fired
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
 # A maintenance pass; given a TickStart, it also inserts the tick's history
 # row; given a deadline (a time.monotonic() instant), it ends by then, and
 # hands each schedule's recorded fires to the reporter as it goes.
 Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None", "float | None",
-                        "Callable[[Any], None] | None"], MaintenanceResult]
+                        "Callable[[Fired], None] | None"], MaintenanceResult]
 
 
 class Observer(Protocol):
@@ -45,7 +47,7 @@ class Observer(Protocol):
 
     def api_error(self, component: str) -> None: ...
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None: ...
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None: ...
 
 
 class NullObserver:
@@ -60,7 +62,7 @@ class NullObserver:
     def api_error(self, component: str) -> None:
         pass
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None:
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None:
         pass
 
 
@@ -193,7 +195,7 @@ def maintenance_for(
 
     def step(conn: psycopg.Connection[Any], start: TickStart | None,
              deadline: float | None = None,
-             report: Callable[[Any], None] | None = None) -> MaintenanceResult:
+             report: Callable[[Fired], None] | None = None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
                                schedule_history_secs=schedule_history_secs,
                                tick_history_secs=tick_history_secs,

@@ -39,6 +39,7 @@ from tick.words import Record, StopReason
 if TYPE_CHECKING:
 
     from tick.engine.api import Engine, RunSpec
+    from tick.schedules.firing import Fired
 
 # How often the claims of long-running jobs are checked for an operator cancel.
 FENCE_CHECK_SECS = 2.0
@@ -226,7 +227,7 @@ class Coordinator:
             return
         conn = self.e.conn  # once: after a failure the property would open a new one
 
-        def reported(part: Any) -> None:  # one schedule's fires, as they are recorded
+        def reported(part: Fired) -> None:  # one schedule's fires, as they are recorded
             report_fires(self.e.events, part)
             if part.fires:
                 self.e.observer.schedules_fired(part.fires, part.lags.items())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.budget import Budget
 from tick.loaders import EARLIEST
+from tick.report import ScheduleFire
 from tick.schedules.times import due_fires
 from tick.statements import sql
 from tick.words import LIVE_STATES, FireStatus
@@ -105,12 +106,12 @@ class Fired:
     """What one firing call recorded."""
 
     enqueued: int = 0
-    rows: list[tuple[str, datetime, str, int | None]] = field(default_factory=list)
+    rows: list[ScheduleFire] = field(default_factory=list)
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
     @property
-    def fires(self) -> list[tuple[str, datetime, str, int | None]]:
+    def fires(self) -> list[ScheduleFire]:
         """The ledger rows, as `tick.events.report_fires` reads them."""
         return self.rows
 
@@ -159,7 +160,7 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
                     >= ENQUEUED_PER_SCHEDULE:
                 capped.append(due.name)
             for fire_at, status, job_id in recorded:
-                part.rows.append((due.name, fire_at, status, job_id))
+                part.rows.append(ScheduleFire(due.name, fire_at, status, job_id))
                 if status == "enqueued":
                     part.enqueued += 1
                     part.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)

@@ -146,12 +146,9 @@ def jobs_discard(job_ids: tuple[int, ...], state: str | None, kind: str | None,
 
 
 def _target(target: str) -> tuple[str, str]:
-    from tick.limits import LimitError, parse_target
+    from tick.limits import parse_target
 
-    try:
-        return parse_target(target)
-    except LimitError as error:
-        raise click.BadParameter(error.reason, param_hint="TARGET") from None
+    return parse_target(target)  # a LimitError is a usage error (tick/cli.py)
 
 
 @click.command("pause")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.errors import FieldError
 from tick.producer import INT4_MAX, NAME_LIMIT
 from tick.statements import sql
 from tick.text import text_refusal
@@ -27,13 +28,8 @@ LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "paused", "r
                 "window_claims", "held_back")
 
 
-class LimitError(ValueError):
+class LimitError(FieldError):
     """A limit awc refuses, named by the field at fault; never quoting a value."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,10 @@ class JobStateError(AwcError):
     """An operator command named a job that is missing or in the wrong state."""
 
 
+class JobNotFound(JobStateError):
+    """An operator command named a job that does not exist."""
+
+
 def missing_extra(what: str, extra: str) -> AwcError:
     """The error for a feature whose optional dependencies are not installed.
 

@@ -10,11 +10,14 @@ import re
 from dataclasses import fields
 
 from tests.support import ROOT
+from tick.bulk import ACTION_STATES
 from tick.cli_history import TICK_COLUMNS
 from tick.report import COUNTER_METRICS, COUNTERS, TickReport
 from tick.words import (
+    ACTION_DONE,
     DRIVERS,
     FIRE_STATUSES,
+    JOB_ACTIONS,
     JOB_STATES,
     LABELS,
     LIMIT_SCOPES,
@@ -71,3 +74,8 @@ def test_awc_ticks_shows_counters_only_by_their_names() -> None:
     shown = [c for c in TICK_COLUMNS if c in COUNTERS]
     assert shown and set(TICK_COLUMNS) - set(COUNTERS) <= {
         "id", "driver", "worker_id", "started_at", "finished_at", "stop_reason", "error"}
+
+
+def test_each_job_action_has_its_states_and_its_word() -> None:
+    assert tuple(ACTION_STATES) == JOB_ACTIONS == tuple(ACTION_DONE)
+    assert all(set(states) <= set(JOB_STATES) for states in ACTION_STATES.values())

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 BULK_CAP = 10_000
 # The states each action applies to (SPEC §4.2, §22).
-ACTION_STATES: dict[str, tuple[JobState, ...]] = {
+ACTION_STATES: dict[str, tuple[JobState, ...]] = {  # one entry per tick.words.JOB_ACTIONS
     "retry": DEAD_STATES,
     "cancel": LIVE_STATES,
     "discard": FINISHED_STATES,

@@ -22,6 +22,12 @@ DEAD_STATES: tuple[JobState, ...] = ("FAILED", "CANCELLED")
 # A job that will never run again: an operator may discard it.
 FINISHED_STATES: tuple[JobState, ...] = ("FAILED", "CANCELLED", "COMPLETED")
 
+# What an operator may do to jobs (SPEC §22), and the word for it done.
+JobAction = Literal["retry", "cancel", "discard"]
+JOB_ACTIONS: tuple[JobAction, ...] = get_args(JobAction)
+ACTION_DONE: dict[JobAction, str] = {"retry": "retried", "cancel": "cancelled",
+                                     "discard": "discarded"}
+
 # What ran the engine, as the tick history records it (SPEC §16).
 Driver = Literal["tick", "loop", "lambda", "maintenance"]
 DRIVERS: tuple[Driver, ...] = get_args(Driver)

@@ -17,7 +17,7 @@ from tick.text import clip
 from tick.ui.access import Gate
 from tick.ui.filters import notice
 from tick.ui.render import FILTERS
-from tick.words import DRIVERS, JOB_STATES, UNRUN_FIRES
+from tick.words import ACTION_DONE, DRIVERS, JOB_STATES, UNRUN_FIRES
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 REPORTED = "awc.reported"  # the scope key saying this request's error event is written
 # The shared words the templates spell (tick/words.py), under these names.
 WORDS: dict[str, Any] = {"job_states": JOB_STATES, "drivers": DRIVERS,
-                         "action_states": ACTION_STATES, "unrun_fires": UNRUN_FIRES}
+                         "action_states": ACTION_STATES, "action_done": ACTION_DONE,
+                         "unrun_fires": UNRUN_FIRES}
 
 
 class Console:

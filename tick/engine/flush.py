@@ -23,7 +23,7 @@ from tick.queue import ClaimRequest, Record, RoundTrip, Writes, lost_claims, rec
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.api import Observer
+    from tick.engine.spec import Observer
     from tick.history import Tail
 
 

@@ -166,25 +166,16 @@ def maintenance_run() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def maintenance_tick(as_json: bool) -> None:
     """Run maintenance once: rescue, and prune when due."""
-    from tick.maintenance import run_maintenance
+    from tick.drivers.compose import maintenance_of
+    from tick.engine.maintain import maintain
+    from tick.events import StreamEvents
+    from tick.history import TickStart
 
     settings = load_settings()
     with _connect(settings) as conn:
-        from tick.engine.report import TickReport
-        from tick.history import TickStart, finish
-
-        done = run_maintenance(conn, settings.prune_after_secs,
-                               schedule_history_secs=settings.schedule_history_secs,
-                               tick_history_secs=settings.tick_history_secs,
-                               dead_letter_secs=settings.dead_letter_retention_secs,
-                               start=TickStart("maintenance", settings.worker_id))
-        if done.tick_id is not None:
-            finish(conn, done.tick_id, TickReport(rescued=done.rescued + done.rescued_failed,
-                                                  pruned=done.pruned, fired=done.fired))
-    if done.fires or done.parked:
-        from tick.events import StreamEvents, report_fires
-
-        report_fires(StreamEvents(settings.log_format), done)
+        done, _ = maintain(conn, maintenance_of(settings),
+                           events=StreamEvents(settings.log_format),
+                           start=TickStart("maintenance", settings.worker_id), alone=True)
     data = {"rescued": done.rescued, "rescued_failed": done.rescued_failed,
             "pruned": done.pruned, "fired": done.fired}
     if as_json:

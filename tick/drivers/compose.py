@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tick.db import connect
-from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
+from tick.engine.api import Engine, maintenance_for
 from tick.engine.registry import import_handler_modules
 from tick.engine.report import TickReport
+from tick.engine.spec import Connect, Maintenance, Observer, RunSpec
 from tick.events import EventSink
 from tick.history import TickStart
 from tick.migrate import migrate, require_current
@@ -105,10 +106,14 @@ def engine_for(
         worker_id=settings.worker_id,
         events=events,
         observer=observer,
-        maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
-                                    settings.tick_history_secs,
-                                    settings.dead_letter_retention_secs) if maintenance else None,
+        maintenance=maintenance_of(settings) if maintenance else None,
     )
+
+
+def maintenance_of(settings: Settings) -> Maintenance:
+    """The maintenance pass the settings ask for (retentions, prune age)."""
+    return maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
+                           settings.tick_history_secs, settings.dead_letter_retention_secs)
 
 
 def tick_spec(

@@ -26,6 +26,7 @@ from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext, Saving
 from tick.engine.flush import Flush, send, settle
+from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
 from tick.engine.parts import EngineParts
 from tick.engine.report import StopReason, TickReport
@@ -33,7 +34,6 @@ from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
-from tick.events import report_fires
 from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
 
@@ -223,26 +223,22 @@ class Coordinator:
         if maintenance is None:
             return
         conn = self.engine.conn  # once: after a failure the property would open a new one
-
-        def reported(part: Any) -> None:  # one schedule's fires, as they are recorded
-            report_fires(self.engine.events, part)
-            if part.fires:
-                self.engine.observer.schedules_fired(part.fires, part.lags.items())
-
         try:
             # A loop's rows are its stretches, not its runs. The tick's
             # deadline bounds its maintenance, and the events of its fires,
             # too (SPEC §6).
-            done = maintenance(conn, None if self.spec.continuous else self.spec.history,
-                               self.spec.deadline, reported)
+            done, report = maintain(
+                conn, maintenance, events=self.engine.events, observer=self.engine.observer,
+                start=None if self.spec.continuous else self.spec.history,
+                deadline=self.spec.deadline)
         except DatabaseError:
             raise
         except Exception as error:
             raise as_database_error(error, "maintenance", conn) from None
         self.row.tick_id = self.engine.last_tick_id = done.tick_id
-        self.report.rescued = done.rescued + done.rescued_failed
-        self.report.pruned = done.pruned
-        self.report.fired = done.fired
+        self.report.rescued = report.rescued
+        self.report.pruned = report.pruned
+        self.report.fired = report.fired
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()

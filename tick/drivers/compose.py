@@ -25,11 +25,17 @@ if TYPE_CHECKING:
 
 
 def open_database(settings: Settings, *, answer_by: float | None = None,
-                  purpose: str = "database") -> psycopg.Connection[Any]:
+                  purpose: str = "database", dsn: str | None = None,
+                  migrations: bool = True) -> psycopg.Connection[Any]:
     """Connect and apply (or check) migrations per `AWC_MIGRATE`; with
-    `answer_by` (a tick's deadline plus its grace), neither waits past it."""
-    conn = connect(settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
+    `answer_by` (a tick's deadline plus its grace), neither waits past it.
+    `dsn` replaces the settings' URL (the Lambda's from Secrets Manager);
+    without `migrations` the schema is taken as checked already (a warm
+    Lambda's new connection: migrations run on a cold start only)."""
+    conn = connect(dsn or settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
                    purpose=purpose)
+    if not migrations:
+        return conn
     try:
         migrate(conn, settings.migrate)
     except BaseException:

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 def maintenance_report(done: MaintenanceResult) -> TickReport:
     """What a maintenance pass did, as a tick's report counts it."""
-    return TickReport(rescued=done.rescued + done.rescued_failed, pruned=done.pruned,
-                      fired=done.fired)
+    return TickReport(
+        rescued=done.rescued + done.rescued_failed, pruned=done.pruned, fired=done.fired
+    )
 
 
 def maintain(

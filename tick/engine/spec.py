@@ -27,8 +27,10 @@ Connect = Callable[[], "psycopg.Connection[Any]"]
 # A maintenance pass; given a TickStart, it also inserts the tick's history
 # row; given a deadline (a time.monotonic() instant), it ends by then, and
 # hands each schedule's recorded fires to the reporter as it goes.
-Maintenance = Callable[["psycopg.Connection[Any]", "TickStart | None", "float | None",
-                        "Callable[[Any], None] | None"], MaintenanceResult]
+Maintenance = Callable[
+    ["psycopg.Connection[Any]", "TickStart | None", "float | None", "Callable[[Any], None] | None"],
+    MaintenanceResult,
+]
 
 
 class Observer(Protocol):

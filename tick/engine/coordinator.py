@@ -372,7 +372,7 @@ class Coordinator:
         lease = (run.handler and run.handler.lease_secs) or self.spec.lease_secs
         if self.spec.deadline is not None:
             lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
-        self.flush.extend(beat, float(lease))
+        self.flush.heartbeat(beat, float(lease))
 
     def _check_fences(self, now: float) -> None:
         self.next_fence_check = now + FENCE_CHECK_SECS

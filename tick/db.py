@@ -191,14 +191,15 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
-def connect_options(*, prepare: bool = True) -> dict[str, Any]:
-    """The options of every awc connection (autocommit, timeouts, name), for
-    `connect` and for a pool that opens connections itself (the console)."""
+def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> dict[str, Any]:
+    """The options of every awc connection (autocommit, timeouts, its
+    application `name`), for `connect` and for a pool that opens connections
+    itself (the console, the handlers' runtime)."""
     return {
         "autocommit": True,
         "prepare_threshold": 5 if prepare else None,
         "connect_timeout": CONNECT_TIMEOUT_SECS,
-        "application_name": APPLICATION_NAME,
+        "application_name": name,
         "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
     }
 

@@ -43,6 +43,12 @@ FENCE_CHECK_SECS = 2.0
 MAX_WAIT_SECS = 0.5
 # How long the coordinator waits for more outcomes once one arrived.
 GATHER_SECS = 0.002
+# Longest a handler's heartbeat or checkpoint waits for its round trip. The
+# coordinator sends it with its next round trip, within MAX_WAIT_SECS when
+# nothing else is due; a wait this long means the coordinator is held in a
+# slow exchange or the run ended, so the handler hears that its lease is
+# lost (LeaseLost, as when the claim lost its job) rather than hanging.
+HEARTBEAT_WAIT_SECS = 30.0
 
 
 class Coordinator:
@@ -356,7 +362,7 @@ class Coordinator:
             return None
         beat = Heartbeat(run, saving)
         self.engine.outbox.put(beat)
-        if not beat.done.wait(timeout=30):
+        if not beat.done.wait(timeout=HEARTBEAT_WAIT_SECS):
             return None
         if beat.refused is not None:
             # Which argument is at fault is the server's to say: progress

@@ -57,20 +57,22 @@ class Writes:
     # (id, token, error, traceback or None: SPEC §22)
     fail: list[tuple[int, str, str, str | None]] = field(default_factory=list)
     release: list[tuple[int, str]] = field(default_factory=list)
-    extend: list[tuple[int, str, float]] = field(default_factory=list)
-    # (id, token, state JSON or None to keep the last, delay secs)
-    proceed: list[tuple[int, str, str | None, float]] = field(default_factory=list)
+    # (id, token, lease secs): a heartbeat's lease extension
+    lease_extensions: list[tuple[int, str, float]] = field(default_factory=list)
+    # (id, token, state JSON or None to keep the last, delay secs): a Continue
+    continuations: list[tuple[int, str, str | None, float]] = field(default_factory=list)
     # (id, token, state JSON, progress or None, lease secs)
     checkpoint: list[tuple[int, str, str, float | None, float]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.complete or self.retry or self.fail or self.release or self.extend
-                    or self.proceed or self.checkpoint)
+        return bool(self.complete or self.retry or self.fail or self.release
+                    or self.lease_extensions or self.continuations or self.checkpoint)
 
     def __add__(self, later: Writes) -> Writes:
         return Writes(self.complete + later.complete, self.retry + later.retry,
                       self.fail + later.fail, self.release + later.release,
-                      self.extend + later.extend, self.proceed + later.proceed,
+                      self.lease_extensions + later.lease_extensions,
+                      self.continuations + later.continuations,
                       self.checkpoint + later.checkpoint)
 
     def singles(self) -> list[Writes]:
@@ -79,14 +81,14 @@ class Writes:
                 + [Writes(retry=[w]) for w in self.retry]
                 + [Writes(fail=[w]) for w in self.fail]
                 + [Writes(release=[w]) for w in self.release]
-                + [Writes(extend=[w]) for w in self.extend]
-                + [Writes(proceed=[w]) for w in self.proceed]
+                + [Writes(lease_extensions=[w]) for w in self.lease_extensions]
+                + [Writes(continuations=[w]) for w in self.continuations]
                 + [Writes(checkpoint=[w]) for w in self.checkpoint])
 
     def first(self) -> tuple[Any, ...]:
         """The first write (of a single)."""
-        return (self.complete or self.retry or self.fail or self.release or self.extend
-                or self.proceed or self.checkpoint)[0]
+        return (self.complete or self.retry or self.fail or self.release
+                or self.lease_extensions or self.continuations or self.checkpoint)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +161,13 @@ def round_trip(
             ids, tokens = _unzip(writes.release, 2)
             pending.append((Record.RELEASE, conn.execute(
                 sql("release_jobs"), {"ids": ids, "tokens": tokens})))
-        if writes.proceed:
-            ids, tokens, states, delays = _unzip(writes.proceed, 4)
+        if writes.continuations:
+            ids, tokens, states, delays = _unzip(writes.continuations, 4)
             pending.append((Record.CONTINUE, conn.execute(
                 sql("continue_jobs"),
                 {"ids": ids, "tokens": tokens, "states": states, "delays": delays})))
-        if writes.extend:
-            ids, tokens, secs = _unzip(writes.extend, 3)
+        if writes.lease_extensions:
+            ids, tokens, secs = _unzip(writes.lease_extensions, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
         if writes.checkpoint:
@@ -236,7 +238,7 @@ def record_each(
             if connection_lost(conn):
                 raise
             first = single.first()
-            if single.extend or single.checkpoint:
+            if single.lease_extensions or single.checkpoint:
                 text = str(error).strip()
                 line = text.splitlines()[0][:200] if text else "no detail"
                 done.refused[first[0]] = f"{type(error).__name__}: {line}"

@@ -17,7 +17,7 @@ from tick.engine.report import StopReason
 from tick.queue import ClaimedRow, ClaimRequest
 
 if TYPE_CHECKING:
-    from tick.engine.api import RunSpec
+    from tick.engine.spec import RunSpec
 
 # Claim nothing when less than this is left before the deadline: a lease that
 # short cannot run a job, and the tick must return on time.

@@ -23,7 +23,7 @@ from tick.queue import ClaimRequest, Record, RoundTrip, Writes, lost_claims, rec
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.api import Observer
+    from tick.engine.spec import Observer
     from tick.history import Tail
 
 
@@ -53,17 +53,17 @@ class Flush:
             assert detail is not None
             self.writes.fail.append((row.id, row.token, detail, traceback))
         elif record is Record.CONTINUE:
-            self.writes.proceed.append((row.id, row.token, detail, delay))
+            self.writes.continuations.append((row.id, row.token, detail, delay))
         else:
             self.writes.release.append((row.id, row.token))
         self.written[row.id] = (run, record)
 
-    def extend(self, beat: Heartbeat, lease: float) -> None:
+    def heartbeat(self, beat: Heartbeat, lease: float) -> None:
         """Queue a lease extension, with its checkpoint if it saves one; the
         slot waits until the round trip is back."""
         run = beat.run
         if beat.saving is None:
-            self.writes.extend.append((run.row.id, run.row.token, lease))
+            self.writes.lease_extensions.append((run.row.id, run.row.token, lease))
         else:
             state, progress = beat.saving
             self.writes.checkpoint.append((run.row.id, run.row.token, state, progress, lease))

@@ -62,8 +62,6 @@ class Continue:
             raise ValueError(f"Continue: delay_secs must be a number of seconds in "
                              f"[0, {MAX_DELAY_SECS:.0f}]")
 
-Outcome = Complete | Retry | Fail | Continue
-
 # What a processed job's outcome did (SPEC §9 `outcome`); `released` is a
 # job handed back unfinished (attempt refunded), as the report counts it (§6).
 Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued",

@@ -22,8 +22,8 @@ from tick.history import Tail, close_quietly, closing, counts, opening, renew
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.api import RunSpec
     from tick.engine.report import StopReason, TickReport
+    from tick.engine.spec import RunSpec
     from tick.events import EventSink
     from tick.queue import ClaimRequest
 

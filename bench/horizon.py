@@ -49,6 +49,8 @@ from psycopg import IsolationLevel
 from bench.common import bench_url, enqueue_noops, machine, report, reset
 from bench.drain import drain_prepared
 from tick.db import connect
+from tick.engine.cursor import Cursor
+from tick.queue import NO_CURSOR
 from tick.statements import sql
 
 # The claim's round trip (tick/queue.py): limits step 1 and 2, then the claim.
@@ -155,27 +157,40 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def explain_claim(url: str, concurrency: int) -> dict[str, Any]:
     """`EXPLAIN (ANALYZE, BUFFERS)` of the claim as the engine sends it (its
     plan pins first), rolled back: its buffers, time, and the ready index
-    scan's own buffers."""
-    params = {"slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0,
-              "cap": 300.0, "leases": "{}", "kinds": None, "queues": None, "queue": None}
+    scan's own buffers. Twice: a claimer's first claim, which walks the
+    ready index from its start, and its next one, which walks from the
+    cursor the first returned (SPEC §24, decision 0027)."""
+    params: dict[str, Any] = {
+        "slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0, "cap": 300.0,
+        "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR}
     with psycopg.connect(url) as conn:
         conn.execute(sql("pin_plans"))
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)\n" + sql("claim_jobs"),
-                           params).fetchone()
+        first = _explained(conn, params)
         conn.rollback()
+        conn.execute(sql("pin_plans"))
+        mark = [r[-1] for r in conn.execute(sql("claim_jobs"), params) if r[0] is None]
+        cursor = Cursor()
+        cursor.moved(mark[0] if mark else None, 0.0)
+        nxt = _explained(conn, {**params, **cursor.params(0.0)})
+        conn.rollback()
+    return {**first, **{f"next_{key}": value for key, value in nxt.items()}}
+
+
+def _explained(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, Any]:
+    row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)\n" + sql("claim_jobs"),
+                       params).fetchone()
     assert row is not None
     doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
     top = doc[0]
     plan = top["Plan"]
     scans = [n for n in _nodes(plan) if n.get("Index Name") == "jobs_ready_idx"]
-    scan = scans[0] if scans else {}
     return {
         "ms": round(float(top.get("Execution Time", 0.0)), 3),
         "buffers": int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0)),
         "rows": int(plan.get("Actual Rows", 0)),
-        "ready_index_scan_buffers": int(scan.get("Shared Hit Blocks", 0))
-        + int(scan.get("Shared Read Blocks", 0)),
-        "ready_index_scan_rows": int(scan.get("Actual Rows", 0)),
+        "ready_index_scan_buffers": sum(int(s.get("Shared Hit Blocks", 0))
+                                        + int(s.get("Shared Read Blocks", 0)) for s in scans),
+        "ready_index_scan_rows": sum(int(s.get("Actual Rows", 0)) for s in scans),
     }
 
 

@@ -32,24 +32,30 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     FROM (
         SELECT j.id, -j.priority::int AS p, j.run_at, j.kind, j.queue
         FROM plan, unnest(%(xip)s::text[]::xid8[]) AS x, LATERAL (
-            SELECT * FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x) AS j
+            -- Ordered by ready_xid: only jobs_ready_xid_idx answers without a
+            -- sort (the pin forbids one), never a walk of the ready index.
+            SELECT * FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x
+            ORDER BY j.ready_xid) AS j
         WHERE pg_visible_in_snapshot(x, plan.snap)
         UNION ALL
         SELECT j.id, -j.priority::int, j.run_at, j.kind, j.queue
         FROM spans AS s, LATERAL (
             SELECT * FROM awc.jobs AS j
-            WHERE j.state = 'PENDING' AND j.ready_xid > s.lo AND j.ready_xid < s.hi) AS j
+            WHERE j.state = 'PENDING' AND j.ready_xid > s.lo AND j.ready_xid < s.hi
+            ORDER BY j.ready_xid) AS j
     ) AS l, plan
     WHERE (l.p, l.run_at, l.id)
           <= (%(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
       AND (%(kinds)s::text[] IS NULL OR l.kind = ANY (%(kinds)s::text[]))
       AND (%(queues)s::text[] IS NULL OR l.queue = ANY (%(queues)s::text[]))
 ), taken_late AS MATERIALIZED (
-    -- By primary key, in no order: they come before every job past the cursor.
+    -- By primary key (in its order, so no planner walks the ready index for
+    -- them): they come before every job past the cursor.
     SELECT j.id, -j.priority::int AS p, j.run_at
     FROM awc.jobs AS j
     WHERE j.id = ANY (ARRAY(SELECT id FROM late WHERE due))
       AND j.state = 'PENDING' AND j.run_at <= now() AND (SELECT go FROM plan)
+    ORDER BY j.id
     LIMIT (SELECT want FROM plan)
     FOR UPDATE OF j SKIP LOCKED
 ), taken_next AS MATERIALIZED (

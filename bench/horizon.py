@@ -148,6 +148,18 @@ def statement_costs(conn: psycopg.Connection[Any]) -> dict[str, dict[str, float]
     return costs
 
 
+def costliest(conn: psycopg.Connection[Any], most: int = 6) -> list[dict[str, Any]]:
+    """The statements that took the most server time since the last reset
+    (all of them, not only the claim's): where a slice's time went."""
+    rows = conn.execute(
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, "
+        "total_exec_time, shared_blks_hit + shared_blks_read FROM pg_stat_statements "
+        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "ORDER BY total_exec_time DESC LIMIT %s", (most,)).fetchall()
+    return [{"query": str(q), "calls": int(c), "ms": round(float(ms), 1),
+             "buffers_per_call": round(float(b) / max(int(c), 1), 1)} for q, c, ms, b in rows]
+
+
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
@@ -232,6 +244,7 @@ def one_drain(url: str, slices: int, slice_jobs: int, concurrency: int,
         before = table_state(conn)
     rates: list[float] = []
     claims: list[dict[str, dict[str, float]]] = []
+    top: list[list[dict[str, Any]]] = []
     explains: dict[str, dict[str, Any]] = {}
     holder = pinned_horizon(url) if pinned else nothing_pinned()
     with holder as xmin:
@@ -249,11 +262,13 @@ def one_drain(url: str, slices: int, slice_jobs: int, concurrency: int,
             if stats:
                 with connect(url) as conn:
                     claims.append(statement_costs(conn))
+                    top.append(costliest(conn))
             print(f"  {'pinned' if pinned else 'free'} slice {k + 1}/{slices}: "
                   f"{rates[-1]:.0f} jobs/s", flush=True)
         with connect(url) as conn:
             after = table_state(conn)
-    return {"rates": rates, "claims": claims, "explains": explains, "before": before,
+    return {"rates": rates, "claims": claims, "costliest": top, "explains": explains,
+            "before": before,
             "after": after, "pinned_xmin": xmin}
 
 
@@ -326,6 +341,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "pinned_claim_buffers_first": _first_last(pinned, 0),
         "pinned_claim_buffers_last": _first_last(pinned, -1),
         "claim_statements_per_slice": {"free": free["claims"], "pinned": pinned["claims"]},
+        "costliest_statements_per_slice": {"free": free["costliest"],
+                                           "pinned": pinned["costliest"]},
         "explain_claim": {"free": free["explains"], "pinned": pinned["explains"]},
         "after_free_drain": free["after"],
         "after_pinned_drain": pinned["after"],

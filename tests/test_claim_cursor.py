@@ -205,3 +205,44 @@ def test_ticks_drain_every_job_once_while_the_horizon_is_pinned_and_a_producer_c
     assert states == [("COMPLETED", 1, 3050)]
     ran = conn.execute("SELECT job_id, attempt FROM test_ledger ORDER BY 1").fetchall()
     assert ran == [(i, 1) for i in sorted([*ids, *late_ids])]
+
+
+@pytest.mark.slow
+def test_a_claim_from_its_cursor_costs_the_same_however_many_jobs_the_pin_kept(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    """SPEC §24: under a pinned horizon, the buffers a claim touches do not
+    grow with the jobs claimed since the pin: the claim after 20,000 jobs
+    costs what the claim after 200 did, where a claim from the ready index's
+    start visits every job claimed since the pin."""
+    with psycopg.connect(db_url) as pin:
+        pin.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        pin.execute("SELECT 1 FROM awc.jobs LIMIT 1")
+        enqueue(conn, 21_000)
+        cursor = Cursor()
+        cost: dict[int, int] = {}
+        done = 0
+        while done < 20_000:
+            if done in (200, 20_000 - 200):
+                cost[done] = buffers(conn, cursor, 200)
+            done += len(claim(conn, cursor, 200))
+        from_start = buffers(conn, Cursor(), 200)
+    # A walk from the start visits the 19,800 claimed jobs' entries and heap
+    # pages (the page a run of them shares, once); from the cursor, none.
+    walked = from_start - cost[200]
+    assert walked >= 500, (from_start, cost)
+    assert cost[19_800] - cost[200] <= walked / 4, (from_start, cost)
+
+
+def buffers(conn: psycopg.Connection[Any], cursor: Cursor, n: int) -> int:
+    """Shared buffers a claim of `n` from `cursor` touches, measured, rolled back."""
+    params = {"slots": [f"s{i}" for i in range(n)], "lease": 60.0, "cap": 60.0,
+              "leases": "{}", "kinds": None, "queues": None, "queue": None,
+              **cursor.params(time.monotonic())}
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("claim_jobs"),
+                           params).fetchone()
+    assert row is not None
+    top = row[0][0]["Plan"]
+    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))

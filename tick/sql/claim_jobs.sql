@@ -174,3 +174,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            'xmax', pg_snapshot_xmax(p.snap)::text,
            'xip', ARRAY(SELECT x::text FROM pg_snapshot_xip(p.snap) AS x))::text
 FROM mark AS m CROSS JOIN plan AS p LEFT JOIN rewind AS r ON true
+-- How many jobs this transaction's claim took (step 2's and this one's), for
+-- the history statement after it (SPEC §16): whether the run goes on.
+WHERE set_config('awc.claimed', (p.claimed + (SELECT count(*) FROM claimed))::text, true)
+      IS NOT NULL

@@ -197,7 +197,7 @@ def test_ticks_drain_every_job_once_while_the_horizon_is_pinned_and_a_producer_c
                  timeout=60)
         late.commit()
         for proc in procs:
-            out, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err[-2000:]
         held = pin.execute("SELECT count(*) FROM awc.jobs").fetchone()
         assert held is not None and held[0] == 0  # the pin's snapshot still holds

@@ -94,7 +94,8 @@ def test_migrate_keeps_every_job_in_its_state_and_fencing(empty_db_url: str) -> 
 def test_an_older_awc_refuses_the_migrated_schema(empty_db_url: str) -> None:
     """A mixed fleet during the upgrade: an awc that does not ship 0012
     refuses to start on a database that has it (docs/decisions/0027)."""
-    from tick.migrate import MigrationError, _verify
+    from tick.errors import MigrationError
+    from tick.migrate import _verify
 
     with connect(empty_db_url) as conn:
         migrate(conn)

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             before.append(one(old_url, args.jobs, args.concurrency, site))
             now.append(one(url, args.jobs, args.concurrency, None))
         with connect(url) as conn:
-            context = {**machine(conn), "server": server, "before_rev": rev,
+            context = {"machine": machine(conn), "server": server, "before_rev": rev,
                        "jobs": args.jobs, "runs": args.runs, "concurrency": args.concurrency}
     figures = {
         "before_jobs_per_s": round(median(before)),

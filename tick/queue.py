@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from tick.history import Tail
 
 
+# A claim with no cursor walks the ready index from its start (SPEC §24):
+# -priority is a smallint negated, so every key is after -2^31.
+NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
+                             "xmax": None, "xip": []}
+
+
 class Record(Enum):
     """The fenced statement that records an outcome (SPEC §4.2)."""
 
@@ -101,6 +107,8 @@ class ClaimRequest:
     leases_json: str
     kinds: list[str] | None
     queues: list[str] | None
+    # Where the walk starts (tick/engine/cursor.py): after_p/_r/_i, xmax, xip.
+    cursor: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -115,6 +123,7 @@ class RoundTrip:
     # jobs whose checkpoint the server refused, with why (type: first line)
     refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
+    mark: str | None = None  # the claim's next cursor (JSON text), None if none was made
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -177,9 +186,10 @@ def round_trip(
                                          "progress": progress, "secs": secs})
         if claim is not None and claim.slots:
             queues = claim.queues or []
-            name = ("claim_jobs" if not queues else
-                    "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs_in_queues")
+            name = "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs"
             params = {
+                **NO_CURSOR,
+                **claim.cursor,
                 "queue": queues[0] if queues else None,
                 "slots": claim.slots,
                 "lease": claim.lease_secs,
@@ -208,11 +218,16 @@ def round_trip(
             held_back = bool(row[-1])
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    if claim_cur is not None:
-        claimed.extend(map(ClaimedRow._make, claim_cur.fetchall()))
+    mark = None
+    for row in claim_cur.fetchall() if claim_cur is not None else ():
+        if row[0] is None:
+            mark = row[-1]
+        else:
+            claimed.append(ClaimedRow._make(row[:-1]))
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
-                     tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back)
+                     tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,
+                     mark=mark)
 
 
 def record_each(

@@ -279,7 +279,7 @@ class Coordinator:
                 beat.run.checkpointed = True  # durable before the handler hears so
             beat.done.set()
         if claim is not None:
-            self.claims.took(claim, result.claimed, result.held_back)
+            self.claims.took(claim, result.claimed, result.held_back, result.mark)
             self._dispatch(result.claimed, sent)
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:

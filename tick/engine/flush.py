@@ -129,7 +129,8 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
         events.log("warning", "outcomes_refused", count=len(refused),
                    error=type(error).__name__)
     if claim is not None:
-        done.claimed = round_trip(conn, Writes(), claim).claimed
+        claimed = round_trip(conn, Writes(), claim)
+        done.claimed, done.mark = claimed.claimed, claimed.mark
     return done
 
 

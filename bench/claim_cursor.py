@@ -17,17 +17,12 @@ timestamps; medians and the ratio now/before (target >= 0.97).
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg.conninfo import make_conninfo
-
 from bench.common import (
-    ROOT,
+    before_url,
     bench_url,
     enqueue_noops,
     install_before,
@@ -35,6 +30,7 @@ from bench.common import (
     median,
     report,
     reset,
+    rev_before_adding,
 )
 from bench.drain import drain_prepared
 from bench.horizon import cluster
@@ -45,25 +41,7 @@ BEFORE_DB = "awc_bench_before_cursor"
 
 def before_rev() -> str:
     """The commit before the claim's cursor landed."""
-    added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "migrations/0012_claim_cursor.sql"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    if not added:
-        raise SystemExit("bench.claim_cursor: no commit adds migrations/0012_claim_cursor.sql; "
-                         "give --before")
-    return f"{added[-1]}^"
-
-
-def migrated_by(site: str, admin: str, name: str) -> str:
-    """A fresh database `name` on `admin`'s server, migrated by the awc at `site`."""
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    url = make_conninfo(admin, dbname=name)
-    subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
-                    "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
-                   env={"PYTHONPATH": site, "PATH": "/usr/bin:/bin"}, check=True)
-    return url
+    return rev_before_adding("migrations/0012_claim_cursor.sql", "claim_cursor")
 
 
 def one(url: str, jobs: int, concurrency: int, site: str | None) -> float:
@@ -86,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
         site = install_before(rev, Path(scratch))
-        old_url = migrated_by(site, admin, BEFORE_DB)
+        old_url = before_url(site, BEFORE_DB, admin)
         before, now = [], []
         for _ in range(args.runs):  # interleaved: the machine's noise falls on both
             before.append(one(old_url, args.jobs, args.concurrency, site))

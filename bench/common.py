@@ -142,9 +142,21 @@ def install_before(rev: str, into: Path) -> str:
     return str(site)
 
 
-def before_url(site: str, name: str) -> str:
-    """A fresh database `name` migrated by the awc installed at `site`."""
-    admin = server_url()
+def rev_before_adding(path: str, bench: str) -> str:
+    """The commit before the one that added `path` (what `bench` compares
+    with, unless given --before)."""
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", path],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if not added:
+        raise SystemExit(f"bench.{bench}: no commit adds {path}; give --before")
+    return f"{added[-1]}^"
+
+
+def before_url(site: str, name: str, admin: str | None = None) -> str:
+    """A fresh database `name` (on `admin`'s server, by default the bench's)
+    migrated by the awc installed at `site`."""
+    admin = admin or server_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")

@@ -49,6 +49,8 @@ from psycopg import IsolationLevel
 from bench.common import bench_url, enqueue_noops, machine, report, reset
 from bench.drain import drain_prepared
 from tick.db import connect
+from tick.engine.cursor import Cursor
+from tick.queue import NO_CURSOR
 from tick.statements import sql
 
 # The claim's round trip (tick/queue.py): limits step 1 and 2, then the claim.
@@ -146,6 +148,18 @@ def statement_costs(conn: psycopg.Connection[Any]) -> dict[str, dict[str, float]
     return costs
 
 
+def costliest(conn: psycopg.Connection[Any], most: int = 6) -> list[dict[str, Any]]:
+    """The statements that took the most server time since the last reset
+    (all of them, not only the claim's): where a slice's time went."""
+    rows = conn.execute(
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, "
+        "total_exec_time, shared_blks_hit + shared_blks_read FROM pg_stat_statements "
+        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "ORDER BY total_exec_time DESC LIMIT %s", (most,)).fetchall()
+    return [{"query": str(q), "calls": int(c), "ms": round(float(ms), 1),
+             "buffers_per_call": round(float(b) / max(int(c), 1), 1)} for q, c, ms, b in rows]
+
+
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
@@ -155,27 +169,40 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def explain_claim(url: str, concurrency: int) -> dict[str, Any]:
     """`EXPLAIN (ANALYZE, BUFFERS)` of the claim as the engine sends it (its
     plan pins first), rolled back: its buffers, time, and the ready index
-    scan's own buffers."""
-    params = {"slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0,
-              "cap": 300.0, "leases": "{}", "kinds": None, "queues": None, "queue": None}
+    scan's own buffers. Twice: a claimer's first claim, which walks the
+    ready index from its start, and its next one, which walks from the
+    cursor the first returned (SPEC §24, decision 0027)."""
+    params: dict[str, Any] = {
+        "slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0, "cap": 300.0,
+        "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR}
     with psycopg.connect(url) as conn:
         conn.execute(sql("pin_plans"))
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)\n" + sql("claim_jobs"),
-                           params).fetchone()
+        first = _explained(conn, params)
         conn.rollback()
+        conn.execute(sql("pin_plans"))
+        mark = [r[-1] for r in conn.execute(sql("claim_jobs"), params) if r[0] is None]
+        cursor = Cursor()
+        cursor.moved(mark[0] if mark else None, 0.0)
+        nxt = _explained(conn, {**params, **cursor.params(0.0)})
+        conn.rollback()
+    return {**first, **{f"next_{key}": value for key, value in nxt.items()}}
+
+
+def _explained(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, Any]:
+    row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)\n" + sql("claim_jobs"),
+                       params).fetchone()
     assert row is not None
     doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
     top = doc[0]
     plan = top["Plan"]
     scans = [n for n in _nodes(plan) if n.get("Index Name") == "jobs_ready_idx"]
-    scan = scans[0] if scans else {}
     return {
         "ms": round(float(top.get("Execution Time", 0.0)), 3),
         "buffers": int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0)),
         "rows": int(plan.get("Actual Rows", 0)),
-        "ready_index_scan_buffers": int(scan.get("Shared Hit Blocks", 0))
-        + int(scan.get("Shared Read Blocks", 0)),
-        "ready_index_scan_rows": int(scan.get("Actual Rows", 0)),
+        "ready_index_scan_buffers": sum(int(s.get("Shared Hit Blocks", 0))
+                                        + int(s.get("Shared Read Blocks", 0)) for s in scans),
+        "ready_index_scan_rows": sum(int(s.get("Actual Rows", 0)) for s in scans),
     }
 
 
@@ -217,6 +244,7 @@ def one_drain(url: str, slices: int, slice_jobs: int, concurrency: int,
         before = table_state(conn)
     rates: list[float] = []
     claims: list[dict[str, dict[str, float]]] = []
+    top: list[list[dict[str, Any]]] = []
     explains: dict[str, dict[str, Any]] = {}
     holder = pinned_horizon(url) if pinned else nothing_pinned()
     with holder as xmin:
@@ -234,11 +262,13 @@ def one_drain(url: str, slices: int, slice_jobs: int, concurrency: int,
             if stats:
                 with connect(url) as conn:
                     claims.append(statement_costs(conn))
+                    top.append(costliest(conn))
             print(f"  {'pinned' if pinned else 'free'} slice {k + 1}/{slices}: "
                   f"{rates[-1]:.0f} jobs/s", flush=True)
         with connect(url) as conn:
             after = table_state(conn)
-    return {"rates": rates, "claims": claims, "explains": explains, "before": before,
+    return {"rates": rates, "claims": claims, "costliest": top, "explains": explains,
+            "before": before,
             "after": after, "pinned_xmin": xmin}
 
 
@@ -311,6 +341,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "pinned_claim_buffers_first": _first_last(pinned, 0),
         "pinned_claim_buffers_last": _first_last(pinned, -1),
         "claim_statements_per_slice": {"free": free["claims"], "pinned": pinned["claims"]},
+        "costliest_statements_per_slice": {"free": free["costliest"],
+                                           "pinned": pinned["costliest"]},
         "explain_claim": {"free": free["explains"], "pinned": pinned["explains"]},
         "after_free_drain": free["after"],
         "after_pinned_drain": pinned["after"],

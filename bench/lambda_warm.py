@@ -47,7 +47,7 @@ def child(invocations: int, profile: str | None = None) -> None:
     """Runs in its own process, stdout to /dev/null; figures on stderr. With
     `profile`, the warm calls run under pyinstrument, its tree written there."""
     import tick.drivers.aws_lambda as entry
-    from tick.db import exchanges
+    from tests.exchanges import exchanges
 
     event = {"scheduled_time": "2026-12-01T03:00:00Z", "execution_id": "bench"}
     entry.handler(event, Context())  # cold

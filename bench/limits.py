@@ -17,7 +17,6 @@ limits on other kinds and without any, interleaved (target ≥ 0.95).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from typing import Any
 import psycopg
 
 from bench.common import (
-    ROOT,
     before_url,
     bench_url,
     enqueue_noops,
@@ -34,6 +32,7 @@ from bench.common import (
     median,
     report,
     reset,
+    rev_before_adding,
     server_url,
 )
 from bench.drain import drain_prepared
@@ -44,12 +43,7 @@ BEFORE_DB = "awc_bench_before"
 
 def before_rev() -> str:
     """The commit before global limits landed."""
-    added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "migrations/0006_limits.sql"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    if not added:
-        raise SystemExit("bench.limits: no commit adds migrations/0006_limits.sql; give --before")
-    return f"{added[-1]}^"
+    return rev_before_adding("migrations/0006_limits.sql", "limits")
 
 
 def one(url: str, jobs: int, concurrency: int, limits: str, site: str | None = None) -> float:

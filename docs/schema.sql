@@ -35,6 +35,10 @@ CREATE TABLE awc.jobs (
     progress      real,
     continues     integer     NOT NULL DEFAULT 0,
     errors        jsonb       NOT NULL DEFAULT '[]',  -- SPEC §22: the failed runs, 20 newest
+    -- SPEC §24: the transaction that last made the job ready (its enqueue, or
+    -- the update back to PENDING); claims find jobs made ready behind their
+    -- cursor by it (docs/decisions/0027).
+    ready_xid     xid8        DEFAULT pg_current_xact_id(),
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
@@ -42,9 +46,12 @@ CREATE TABLE awc.jobs (
     CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1)
 );
 
-CREATE INDEX jobs_ready_idx ON awc.jobs (priority DESC, run_at, id) WHERE state = 'PENDING';
-CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, priority DESC, run_at, id)
+-- Claim order with every column ascending, so a claim's cursor is one range.
+CREATE INDEX jobs_ready_idx ON awc.jobs ((-priority::int), run_at, id) WHERE state = 'PENDING';
+CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, (-priority::int), run_at, id)
     WHERE state = 'PENDING';
+CREATE INDEX jobs_ready_xid_idx ON awc.jobs (ready_xid)
+    WHERE state = 'PENDING' AND ready_xid IS NOT NULL;
 CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
     WHERE state = 'PENDING';
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
@@ -69,6 +76,18 @@ $$;
 
 CREATE TRIGGER jobs_notify AFTER INSERT ON awc.jobs
     FOR EACH STATEMENT EXECUTE FUNCTION awc.notify_jobs();
+
+-- Every update back to PENDING stamps the transaction that made it (SPEC §24).
+CREATE FUNCTION awc.stamp_ready_xid() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.ready_xid := pg_current_xact_id();
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER jobs_ready_xid BEFORE UPDATE ON awc.jobs
+    FOR EACH ROW WHEN (NEW.state = 'PENDING') EXECUTE FUNCTION awc.stamp_ready_xid();
 
 CREATE TABLE awc.maintenance (
     step        text PRIMARY KEY,
@@ -273,7 +292,10 @@ CREATE INDEX limit_claims_window_idx ON awc.limit_claims (scope, name, at);
 -- SPEC §25: queue depth for autoscalers (migration 0008).
 CREATE FUNCTION awc.ready_jobs(queue text DEFAULT NULL, cap integer DEFAULT 100000)
     RETURNS bigint
-    LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    -- The walk in key order that stops at `cap`, never a bitmap of every
+    -- ready row sorted: a generic plan cannot tell how many rows match.
+    SET enable_bitmapscan = off SET enable_sort = off AS $$
 DECLARE
     -- A kind or queue whose max_running is 0 is paused (SPEC §18): its jobs
     -- are not claimable, so they are not depth.
@@ -289,14 +311,14 @@ BEGIN
             SELECT 1 FROM awc.jobs AS j
             WHERE j.state = 'PENDING' AND j.run_at <= now()
               AND j.kind <> ALL (paused_kinds) AND j.queue <> ALL (paused_queues)
-            ORDER BY j.priority DESC, j.run_at, j.id  -- the index's order: it stops at `most`
+            ORDER BY -j.priority::int, j.run_at, j.id  -- the index's order: it stops at `most`
             LIMIT most) AS due;
     ELSE
         SELECT count(*) INTO depth FROM (
             SELECT 1 FROM awc.jobs AS j
             WHERE j.state = 'PENDING' AND j.queue = ready_jobs.queue AND j.run_at <= now()
               AND j.kind <> ALL (paused_kinds) AND j.queue <> ALL (paused_queues)
-            ORDER BY j.priority DESC, j.run_at, j.id  -- the index's order: it stops at `most`
+            ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- the index's order: it stops at `most`
             LIMIT most) AS due;
     END IF;
     RETURN depth;

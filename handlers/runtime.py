@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tick.db import APPLICATION_NAME, CONNECT_TIMEOUT_SECS, STATEMENT_TIMEOUT_MS
+from tick.db import APPLICATION_NAME, connect_options
 from tick.engine.context import JobContext
 from tick.loaders import clamp_timestamps
 from tick.settings import Settings
@@ -53,13 +53,8 @@ class Runtime:
                     connection_class=WatchedConnection,
                     min_size=1,
                     max_size=max(2, self.settings.worker_concurrency),
-                    kwargs={
-                        "autocommit": True,
-                        "prepare_threshold": 5 if self.settings.db_prepare else None,
-                        "connect_timeout": CONNECT_TIMEOUT_SECS,
-                        "application_name": f"{APPLICATION_NAME}-handlers",
-                        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-                    },
+                    kwargs=connect_options(prepare=self.settings.db_prepare,
+                                           name=f"{APPLICATION_NAME}-handlers"),
                     check=ConnectionPool.check_connection,
                     # Rules compare timestamps: infinity must order after
                     # every now(), never fail the row (SPEC §4.2).

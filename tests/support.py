@@ -379,6 +379,21 @@ def scans(text: str) -> list[tuple[str, str]]:
             if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
 
 
+def sorted_walk(text: str) -> bool:
+    """True if the plan sorts what it reads from a ready index (the walk must
+    come in the index's order and stop at its LIMIT; sorting a batch already
+    taken, or one row a limited walk returned, is fine)."""
+    ready = {"jobs_ready_idx", "jobs_ready_queue_idx", "jobs_ready_lane_idx"}
+
+    def unbounded_scan(node: dict[str, Any]) -> bool:
+        if node.get("Index Name") in ready:
+            return True
+        return any(unbounded_scan(child) for child in node.get("Plans", [])
+                   if child["Node Type"] != "Limit")
+
+    return any(n["Node Type"] == "Sort" and unbounded_scan(n) for n in nodes(text))
+
+
 def seq_scanned(text: str, relation: str) -> bool:
     """True if the plan reads `relation` with a sequential scan."""
     return any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation

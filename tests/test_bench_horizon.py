@@ -35,8 +35,14 @@ def test_the_horizon_drain_reports_each_slice_free_and_pinned(
     for run in ("free", "pinned"):
         for at in ("first", "last"):
             explained = written["explain_claim"][run][at]
-            assert explained["rows"] == 128 and explained["ready_index_scan_buffers"] > 0
+            # The batch and the claim's mark row, from the start and then from
+            # the cursor the first claim returned.
+            assert explained["rows"] == 129 and explained["ready_index_scan_buffers"] > 0
+            assert explained["next_rows"] == 129
         assert len(written["claim_statements_per_slice"][run]) == 2
+        costliest = written["costliest_statements_per_slice"][run]
+        assert len(costliest) == 2 and all(slice_ and slice_[0]["calls"] > 0
+                                           for slice_ in costliest)
     # The holder really held a snapshot in the bench's database.
     assert isinstance(written["pinned_xmin"], int)
     after = written["after_pinned_drain"]

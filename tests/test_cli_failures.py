@@ -70,7 +70,7 @@ def test_a_blank_database_url_is_missing_not_the_default_target(blank: str) -> N
 def test_a_lambda_secret_that_is_not_a_connection_is_named_never_quoted(
     secret: str, message: str
 ) -> None:
-    from tick.drivers.aws_lambda import secret_dsn
+    from tick.drivers.lambda_secret import secret_dsn
     from tick.errors import SettingsError
 
     with pytest.raises(SettingsError) as caught:
@@ -82,7 +82,7 @@ def test_a_lambda_secret_that_is_not_a_connection_is_named_never_quoted(
 
 @pytest.mark.parametrize("encoded_twice", [False, True])
 def test_a_lambda_secret_of_rds_json_may_hold_any_password(encoded_twice: bool) -> None:
-    from tick.drivers.aws_lambda import secret_dsn
+    from tick.drivers.lambda_secret import secret_dsn
 
     doc = json.dumps({"host": "db", "port": 6432, "username": "awc",
                       "password": "p@ss/w%rd?#", "dbname": "q"})

@@ -130,7 +130,7 @@ def test_a_warm_invocation_with_nothing_to_do_costs_two_round_trips(
 ) -> None:
     """SPEC §16 and the brief's Lambda budget: maintenance (with the history
     row) and one claim (completing it), nothing else, on the warm connection."""
-    from tick.db import exchanges
+    from tests.exchanges import exchanges
 
     lam.handler(SCHEDULER_EVENT, Context(10))  # cold: connect, migrate, register
     warm = lam.WARM.conn

@@ -29,8 +29,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry"),
     ("tick.events", "tick.metrics", "tick.export"),
+    ("tick.engine.spec",),  # what a run is given: below every part that uses it
     ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
-     "tick.engine.coordinator", "tick.engine.api", "tick.engine"),
+     "tick.engine.parts", "tick.engine.maintain", "tick.engine.coordinator", "tick.engine.api",
+     "tick.engine"),
     # The handlers: stores, then trees, then what the kinds share, then kinds.
     ("tick.handlers.stores.base", "tick.handlers.stores.memory", "tick.handlers.stores.file",
      "tick.handlers.stores.s3", "tick.handlers.stores"),

@@ -94,8 +94,8 @@ def test_a_live_stretch_longer_than_its_lease_never_shows_died(
 def test_a_stretch_row_costs_the_loop_no_round_trip(conn: psycopg.Connection[Any]) -> None:
     """SPEC §16: opened in its first claim's round trip, completed in its
     last; the same exchanges as a loop that keeps no history."""
+    from tests.exchanges import exchanges
     from tests.test_tick import registry_with
-    from tick.db import exchanges
     from tick.engine.api import Engine, RunSpec
     from tick.history import TickStart
     from tick.producer import enqueue_many

@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
+from tests.exchanges import exchanges
 from tests.support import refuse_claims, run_awc, spawn, wait_for
-from tick.db import exchanges
 from tick.producer import enqueue, enqueue_many
 
 

@@ -163,7 +163,7 @@ def test_a_user_name_alone_is_not_redacted() -> None:
 def test_a_password_from_the_lambdas_rds_secret_is_redacted_too() -> None:
     import json
 
-    from tick.drivers.aws_lambda import secret_dsn
+    from tick.drivers.lambda_secret import secret_dsn
     from tick.redaction import redacted
 
     password = f"rds-{SECRET}-only"

@@ -13,6 +13,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -45,13 +46,15 @@ def cli() -> None:
 # -- running jobs ---------------------------------------------------------------
 
 
-def _install_stop_handlers(stop: threading.Event, wake: Any) -> None:
-    """SIGTERM/SIGINT: claim nothing more, let running jobs finish within the
-    stop grace, release the rest (SPEC §7.1)."""
+def _stop_on_signals(stop: threading.Event, wake: Callable[[], None] | None = None) -> None:
+    """SIGTERM/SIGINT: set `stop` (claim nothing more, let running jobs finish
+    within the stop grace, release the rest: SPEC §7.1), then `wake` what
+    waits for work, so it sees the stop at once."""
 
     def on_signal(signum: int, frame: Any) -> None:
         stop.set()
-        wake()
+        if wake is not None:
+            wake()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -98,7 +101,7 @@ def tick_command(
             kinds=list(kinds),
             queues=list(queues),
             stop=stop,
-            on_engine=lambda engine: _install_stop_handlers(stop, engine.wake),
+            on_engine=lambda engine: _stop_on_signals(stop, engine.wake),
         )
 
     if not as_events:
@@ -137,13 +140,11 @@ def loop_command(concurrency: int | None, kinds: tuple[str, ...], queues: tuple[
     stop = threading.Event()
     engines: list[Any] = []
 
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
+    def wake() -> None:
         for engine in engines:
             engine.wake()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    _stop_on_signals(stop, wake)
     run_loop(settings, stop, on_engine=engines.append, kinds=list(kinds), queues=list(queues))
 
 
@@ -159,8 +160,7 @@ def maintenance_run() -> None:
 
     settings = load_settings()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    _stop_on_signals(stop)
     run_maintenance_role(settings, stop)
 
 
@@ -168,25 +168,16 @@ def maintenance_run() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def maintenance_tick(as_json: bool) -> None:
     """Run maintenance once: rescue, and prune when due."""
-    from tick.maintenance import run_maintenance
+    from tick.drivers.compose import maintenance_of
+    from tick.engine.maintain import maintain
+    from tick.events import StreamEvents
+    from tick.history import TickStart
 
     settings = load_settings()
     with _connect(settings) as conn:
-        from tick.history import TickStart, finish
-        from tick.report import TickReport
-
-        done = run_maintenance(conn, settings.prune_after_secs,
-                               schedule_history_secs=settings.schedule_history_secs,
-                               tick_history_secs=settings.tick_history_secs,
-                               dead_letter_secs=settings.dead_letter_retention_secs,
-                               start=TickStart("maintenance", settings.worker_id))
-        if done.tick_id is not None:
-            finish(conn, done.tick_id, TickReport(rescued=done.rescued + done.rescued_failed,
-                                                  pruned=done.pruned, fired=done.fired))
-    if done.fires or done.parked:
-        from tick.events import StreamEvents, report_fires
-
-        report_fires(StreamEvents(settings.log_format), done)
+        done, _ = maintain(conn, maintenance_of(settings),
+                           events=StreamEvents(settings.log_format),
+                           start=TickStart("maintenance", settings.worker_id), alone=True)
     data = {"rescued": done.rescued, "rescued_failed": done.rescued_failed,
             "pruned": done.pruned, "fired": done.fired}
     if as_json:

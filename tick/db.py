@@ -8,7 +8,7 @@ server-side prepared statements off when `AWC_DB_PREPARE=false`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -138,33 +138,6 @@ def as_database_error(
     return database_error(error, None, doing, conn)
 
 
-def exchanges(conn: psycopg.Connection[Any], run: Callable[[], Any]) -> int:
-    """How many exchanges `run()` has with the server on `conn`, from
-    libpq's own trace of the connection: each turn from client messages (F)
-    to the server's answers (B). Statements are not prepared meanwhile, since
-    psycopg prepares one in an exchange of its own at its fifth use. For
-    tests and benchmarks that hold awc to a round-trip budget."""
-    import tempfile
-
-    from psycopg import pq
-
-    threshold, conn.prepare_threshold = conn.prepare_threshold, None
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            run()
-        finally:
-            conn.pgconn.untrace()
-            conn.prepare_threshold = threshold
-        trace.seek(0)
-        turns, last = 0, ""
-        for line in trace:
-            turns += last == "F" and line[:1] == "B"
-            last = line[:1]
-        return turns
-
-
 @contextmanager
 def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """Run the statements executed inside as one transaction in one exchange
@@ -191,14 +164,15 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
-def connect_options(*, prepare: bool = True) -> dict[str, Any]:
-    """The options of every awc connection (autocommit, timeouts, name), for
-    `connect` and for a pool that opens connections itself (the console)."""
+def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> dict[str, Any]:
+    """The options of every awc connection (autocommit, timeouts, its
+    application `name`), for `connect` and for a pool that opens connections
+    itself (the console, the handlers' runtime)."""
     return {
         "autocommit": True,
         "prepare_threshold": 5 if prepare else None,
         "connect_timeout": CONNECT_TIMEOUT_SECS,
-        "application_name": APPLICATION_NAME,
+        "application_name": name,
         "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
     }
 

@@ -1,8 +1,8 @@
 """Tick history (SPEC §16): a row in `awc.ticks` for every run of the engine,
 so an operator can answer "did the 03:00 run happen, and what did it do?".
 
-A tick's row is inserted by the statement that takes the rescue lock, the
-first one every tick sends (`rescue_lock.sql`), and completed with its report
+A tick's row is inserted in the exchange that takes the rescue lock, the
+first one every tick sends (`open_tick.sql`), and completed with its report
 by the last statement of the round trip that may end it (`closing`): the one
 whose claim, if it comes back empty, leaves nothing running. If the run then
 ended otherwise than that statement foresaw (its claim took jobs, a fence
@@ -49,10 +49,6 @@ class TickStart:
                 else self.correlation_id[:200],
                 "deadline_secs": None if self.deadline is None
                 else self.deadline - time.monotonic()}
-
-
-NO_START: dict[str, Any] = {"driver": None, "worker_id": None, "correlation_id": None,
-                            "deadline_secs": None}
 
 
 # A statement for the end of a round trip: its name and parameters.

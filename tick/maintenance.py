@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tick.budget import Budget
-from tick.history import NO_START, TickStart
+from tick.history import TickStart
 from tick.report import ScheduleFire
 from tick.statements import sql
 
@@ -68,24 +68,26 @@ def _rescue(
     conn: psycopg.Connection[Any], limit: int, start: TickStart | None
 ) -> tuple[int, int, bool, int | None, bool]:
     """`rescue`, whether a schedule is due, the id of the history row
-    inserted for `start`, and whether the prune is due: all asked in the
-    lock's own statement and sent with the rescue in one exchange, so a tick
-    pays no extra round trip for schedules, history or the prune check
-    (SPEC §15, §16)."""
+    inserted for `start`, and whether the prune is due: the lock, the three
+    questions and the rescue are sent in one exchange, so a tick pays no
+    extra round trip for schedules, history or the prune check (SPEC §15,
+    §16)."""
     from tick.db import one_exchange
 
-    params = {"key": RESCUE_LOCK_KEY, "prune_every": PRUNE_EVERY_SECS,
-              **(start.params() if start else NO_START)}
     with one_exchange(conn):  # the lock, the checks and the rescue: one turn
-        lock = conn.execute(sql("rescue_lock"), params)
+        conn.execute(sql("try_lock"), {"key": RESCUE_LOCK_KEY})
+        schedules = conn.execute(sql("schedules_due"))
+        opened = conn.execute(sql("open_tick"), start.params()) if start else None
+        prune = conn.execute(sql("prune_due"), {"every_secs": PRUNE_EVERY_SECS})
         conn.execute(sql("pin_plans"))
         rescue = conn.execute(sql("rescue_jobs"), {"limit": limit, "key": RESCUE_LOCK_KEY})
-    row = lock.fetchone()
-    due, tick_id, prune_due = (bool(row[1]), row[2], bool(row[3])) if row else (
-        False, None, False)
+    due = schedules.fetchone()
+    tick = opened.fetchone() if opened is not None else None
+    prune_due = prune.fetchone()
     rows = rescue.fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
-    return len(rows) - failed, failed, due, tick_id, prune_due
+    return (len(rows) - failed, failed, bool(due and due[0]), tick[0] if tick else None,
+            bool(prune_due and prune_due[0]))
 
 
 def prune(

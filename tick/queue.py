@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from tick.history import Tail
 
 
+# A claim with no cursor walks the ready index from its start (SPEC §24):
+# -priority is a smallint negated, so every key is after -2^31.
+NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
+                             "xmax": None, "xip": []}
+
+
 class ClaimedRow(NamedTuple):
     """One claimed job as the claim statement returns it."""
 
@@ -47,20 +53,22 @@ class Writes:
     # (id, token, error, traceback or None: SPEC §22)
     fail: list[tuple[int, str, str, str | None]] = field(default_factory=list)
     release: list[tuple[int, str]] = field(default_factory=list)
-    extend: list[tuple[int, str, float]] = field(default_factory=list)
-    # (id, token, state JSON or None to keep the last, delay secs)
-    proceed: list[tuple[int, str, str | None, float]] = field(default_factory=list)
+    # (id, token, lease secs): a heartbeat's lease extension
+    lease_extensions: list[tuple[int, str, float]] = field(default_factory=list)
+    # (id, token, state JSON or None to keep the last, delay secs): a Continue
+    continuations: list[tuple[int, str, str | None, float]] = field(default_factory=list)
     # (id, token, state JSON, progress or None, lease secs)
     checkpoint: list[tuple[int, str, str, float | None, float]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.complete or self.retry or self.fail or self.release or self.extend
-                    or self.proceed or self.checkpoint)
+        return bool(self.complete or self.retry or self.fail or self.release
+                    or self.lease_extensions or self.continuations or self.checkpoint)
 
     def __add__(self, later: Writes) -> Writes:
         return Writes(self.complete + later.complete, self.retry + later.retry,
                       self.fail + later.fail, self.release + later.release,
-                      self.extend + later.extend, self.proceed + later.proceed,
+                      self.lease_extensions + later.lease_extensions,
+                      self.continuations + later.continuations,
                       self.checkpoint + later.checkpoint)
 
     def singles(self) -> list[Writes]:
@@ -69,14 +77,14 @@ class Writes:
                 + [Writes(retry=[w]) for w in self.retry]
                 + [Writes(fail=[w]) for w in self.fail]
                 + [Writes(release=[w]) for w in self.release]
-                + [Writes(extend=[w]) for w in self.extend]
-                + [Writes(proceed=[w]) for w in self.proceed]
+                + [Writes(lease_extensions=[w]) for w in self.lease_extensions]
+                + [Writes(continuations=[w]) for w in self.continuations]
                 + [Writes(checkpoint=[w]) for w in self.checkpoint])
 
     def first(self) -> tuple[Any, ...]:
         """The first write (of a single)."""
-        return (self.complete or self.retry or self.fail or self.release or self.extend
-                or self.proceed or self.checkpoint)[0]
+        return (self.complete or self.retry or self.fail or self.release
+                or self.lease_extensions or self.continuations or self.checkpoint)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,8 @@ class ClaimRequest:
     leases_json: str
     kinds: list[str] | None
     queues: list[str] | None
+    # Where the walk starts (tick/engine/cursor.py): after_p/_r/_i, xmax, xip.
+    cursor: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -103,6 +113,7 @@ class RoundTrip:
     # jobs whose checkpoint the server refused, with why (type: first line)
     refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
+    mark: str | None = None  # the claim's next cursor (JSON text), None if none was made
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -149,13 +160,13 @@ def round_trip(
             ids, tokens = _unzip(writes.release, 2)
             pending.append((Record.RELEASE, conn.execute(
                 sql("release_jobs"), {"ids": ids, "tokens": tokens})))
-        if writes.proceed:
-            ids, tokens, states, delays = _unzip(writes.proceed, 4)
+        if writes.continuations:
+            ids, tokens, states, delays = _unzip(writes.continuations, 4)
             pending.append((Record.CONTINUE, conn.execute(
                 sql("continue_jobs"),
                 {"ids": ids, "tokens": tokens, "states": states, "delays": delays})))
-        if writes.extend:
-            ids, tokens, secs = _unzip(writes.extend, 3)
+        if writes.lease_extensions:
+            ids, tokens, secs = _unzip(writes.lease_extensions, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
         if writes.checkpoint:
@@ -165,9 +176,10 @@ def round_trip(
                                          "progress": progress, "secs": secs})
         if claim is not None and claim.slots:
             queues = claim.queues or []
-            name = ("claim_jobs" if not queues else
-                    "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs_in_queues")
+            name = "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs"
             params = {
+                **NO_CURSOR,
+                **claim.cursor,
                 "queue": queues[0] if queues else None,
                 "slots": claim.slots,
                 "lease": claim.lease_secs,
@@ -196,11 +208,16 @@ def round_trip(
             held_back = bool(row[-1])
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    if claim_cur is not None:
-        claimed.extend(map(ClaimedRow._make, claim_cur.fetchall()))
+    mark = None
+    for row in claim_cur.fetchall() if claim_cur is not None else ():
+        if row[0] is None:
+            mark = row[-1]
+        else:
+            claimed.append(ClaimedRow._make(row[:-1]))
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
-                     tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back)
+                     tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,
+                     mark=mark)
 
 
 def record_each(
@@ -226,7 +243,7 @@ def record_each(
             if connection_lost(conn):
                 raise
             first = single.first()
-            if single.extend or single.checkpoint:
+            if single.lease_extensions or single.checkpoint:
                 text = str(error).strip()
                 line = text.splitlines()[0][:200] if text else "no detail"
                 done.refused[first[0]] = f"{type(error).__name__}: {line}"

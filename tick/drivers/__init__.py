@@ -4,7 +4,10 @@
                    a RunSpec, in the SPEC §3 startup order
     once.py        `awc tick`: one tick, its report and its exported metrics
     loop.py        `awc loop` and `awc maintenance run`, under the supervisor
-    aws_lambda.py  the Lambda entry point (template.yaml's Handler)
+    aws_lambda.py  the Lambda entry point (template.yaml's Handler), with
+                   lambda_event.py (the event), lambda_secret.py (the
+                   database secret), lambda_warm.py (what a warm
+                   environment keeps) and lambda_invoke.py (a local run)
     supervisor.py, health.py   what the loop runs its parts with
 
 Kept empty of imports: the Lambda entry's cold start pays for nothing else.

@@ -2,10 +2,16 @@
 
 `template.yaml` names `tick.drivers.aws_lambda.handler`. The deadline is the
 invocation's remaining time less `AWC_LAMBDA_MARGIN_SECS`. The connection is
-opened on first use, kept across warm invocations, pinged before each tick
-and reopened when broken; migrations run on a cold start only. Job failures
-are data in the returned report; only infrastructure faults (the database,
-a bad setting, a malformed event) raise, so Lambda counts an error.
+opened on first use and kept across warm invocations without a ping
+(`lambda_warm`); migrations run on a cold start only. When a warm
+connection turns out dead at the tick's first statement, before anything of
+the tick was recorded, the tick runs once more on a new connection. Job
+failures are data in the returned report; only infrastructure faults (the
+database, a bad setting, a malformed event) raise, so Lambda counts an error.
+
+Its parts: the event (`lambda_event`), the database secret
+(`lambda_secret`), what a warm environment keeps (`lambda_warm`), and here
+the events, the metrics and the handler; `lambda_invoke` runs it locally.
 
 This module imports neither click nor prometheus-client, and boto3 only when
 the object store is S3 or the connection comes from Secrets Manager.
@@ -13,29 +19,24 @@ the object store is S3 or the connection comes from Secrets Manager.
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from collections import Counter as Tally
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 from tick.drivers.compose import engine_for, record_failure, tick_spec
 from tick.drivers.lambda_event import correlation_text, parse_event
-from tick.engine.api import Engine
-from tick.errors import DatabaseError, SettingsError
+from tick.drivers.lambda_secret import database_url
+from tick.drivers.lambda_warm import Warm
+from tick.errors import DatabaseError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
-from tick.redaction import keep_secret
 from tick.report import COUNTER_METRICS, Lags, ScheduleFire, TickReport
-from tick.settings import Settings, load_settings
 from tick.words import LEVEL
-
-if TYPE_CHECKING:
-    import psycopg
 
 NAMESPACE = "awc"
 logger = Logger(service="awc")
@@ -137,142 +138,7 @@ class LambdaObserver:
                     record.flush_metrics()
 
 
-@dataclass
-class Warm:
-    """What survives between warm invocations of one execution environment."""
-
-    settings: Settings | None = None
-    conn: psycopg.Connection[Any] | None = None
-    engine: Engine | None = None
-    migrated: bool = False
-    connects: int = 0
-
-    prepared: bool = False
-    reused: bool = False  # this invocation's connection was a warm one
-
-    def load(self) -> Settings:
-        if self.settings is None:
-            settings = load_settings()
-            settings.require_cas_url()
-            if settings.database_secret_arn is None:
-                settings.dsn()  # fail now, clearly, if it is missing
-            self.settings = settings
-        return self.settings
-
-    def prepare(self, settings: Settings) -> None:
-        """Open the store and register handlers, after connect and migrate (SPEC §3)."""
-        if not self.prepared:
-            from tick.drivers.compose import prepare_handlers
-
-            prepare_handlers(settings)
-            self.prepared = True
-
-    def connection(self, settings: Settings,
-                   answer_by: float | None = None) -> psycopg.Connection[Any]:
-        """The warm connection, or a new one when there is none or it broke.
-
-        Not pinged: a warm invocation with nothing to do costs two round
-        trips, maintenance and one claim. A connection that died while the
-        environment was frozen fails the tick's first statement, and the
-        handler runs the tick once more on a new one (`handler`)."""
-        if self.conn is not None and not self.conn.closed and not self.conn.broken:
-            self.reused = True
-            return self.conn
-        if self.conn is not None:
-            self.conn.close()
-        self.reused = False
-        from tick.db import connect
-        from tick.migrate import migrate
-        from tick.watchdog import watch
-
-        # Connect and migrate by the invocation's deadline (`answer_by`), even
-        # against a silent server; the warm connection then outlives it.
-        conn = connect(_dsn(settings), prepare=settings.db_prepare, answer_by=answer_by)
-        if not self.migrated:  # cold start only
-            try:
-                migrate(conn, settings.migrate)
-            except BaseException:
-                conn.close()
-                raise
-            self.migrated = True
-        watch(conn, answer_by=None)
-        self.conn = conn
-        self.connects += 1
-        return conn
-
-    def current(self, settings: Settings) -> psycopg.Connection[Any]:
-        """The warm connection as it is (pinged by this invocation already),
-        or a new one: the engine's connection factory."""
-        if self.conn is not None and not self.conn.closed:
-            return self.conn
-        return self.connection(settings)
-
-    def drop(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-        self.conn = None
-
-
-WARM = Warm()
-
-
-def _dsn(settings: Settings) -> str:
-    """DATABASE_URL, or the Secrets Manager secret (a URL or RDS's JSON)."""
-    if settings.database_secret_arn is None:
-        return settings.dsn()
-    from aws_lambda_powertools.utilities import parameters
-
-    try:
-        value = parameters.get_secret(settings.database_secret_arn, max_age=300)
-    except Exception as error:
-        raise SettingsError(
-            f"AWC_DATABASE_SECRET_ARN: cannot read the secret ({type(error).__name__})"
-        ) from None
-    try:
-        text = value.decode() if isinstance(value, bytes) else str(value)
-    except UnicodeDecodeError:
-        raise SettingsError("AWC_DATABASE_SECRET_ARN: the secret is not UTF-8 text") from None
-    return secret_dsn(text)
-
-
-SECRET = "AWC_DATABASE_SECRET_ARN"
-
-
-def secret_dsn(text: str) -> str:
-    """The connection string a secret's text holds: a URL, or the RDS JSON
-    (`host`, `port`, `username`, `password`, `dbname`), once JSON-encoded or
-    twice. Anything else is a `SettingsError` naming the secret that quotes
-    nothing of it (SPEC §3, §8)."""
-    from psycopg.conninfo import make_conninfo
-
-    from tick.db import check_dsn
-
-    body = text.strip()
-    if not body:
-        raise SettingsError(f"{SECRET}: the secret is empty")
-    if body[0] in '{["':
-        try:
-            doc: Any = json.loads(body)
-            if isinstance(doc, str):  # JSON encoded twice, as some tooling writes it
-                doc = json.loads(doc) if doc.strip()[:1] == "{" else doc
-        except (ValueError, RecursionError):
-            raise SettingsError(f"{SECRET}: the secret is not valid JSON") from None
-        if isinstance(doc, str):
-            return check_dsn(doc, SECRET)
-        if not isinstance(doc, dict):
-            raise SettingsError(f"{SECRET}: the secret is JSON but not an object")
-        host, user, password = doc.get("host"), doc.get("username"), doc.get("password")
-        if not all(isinstance(v, str) and v for v in (host, user, password)):
-            raise SettingsError(
-                f"{SECRET}: the secret's JSON lacks host, username or password as text")
-        port, dbname = doc.get("port", 5432), doc.get("dbname", "postgres")
-        if isinstance(port, bool) or not isinstance(port, int | str) \
-                or not str(port).isdigit() or not isinstance(dbname, str):
-            raise SettingsError(f"{SECRET}: the secret's port or dbname is not valid")
-        keep_secret(password)  # redacted from every error from now on (SPEC §3)
-        return make_conninfo(host=host, port=str(port), user=user, password=password,
-                             dbname=dbname)
-    return check_dsn(body, SECRET)
+WARM = Warm()  # this execution environment's, across warm invocations
 
 
 @metrics.log_metrics(capture_cold_start_metric=True)
@@ -335,7 +201,7 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
         observer.publish()
         WARM.drop()
         record_failure(settings, spec.history, engine.last_tick_id, error,
-                       dsn=lambda: _dsn(settings))
+                       dsn=lambda: database_url(settings))
         raise
     _publish(report, observer)
     logger.info("tick", extra={"event": "tick", "driver": "lambda", **report.as_dict()})

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tick.db import connect
-from tick.engine.api import Connect, Engine, Observer, RunSpec, maintenance_for
+from tick.engine.api import Engine, maintenance_for
 from tick.engine.registry import import_handler_modules
+from tick.engine.spec import Connect, Maintenance, Observer, RunSpec
 from tick.events import EventSink
 from tick.history import TickStart
 from tick.migrate import migrate, require_current
@@ -24,11 +25,17 @@ if TYPE_CHECKING:
 
 
 def open_database(settings: Settings, *, answer_by: float | None = None,
-                  purpose: str = "database") -> psycopg.Connection[Any]:
+                  purpose: str = "database", dsn: str | None = None,
+                  migrations: bool = True) -> psycopg.Connection[Any]:
     """Connect and apply (or check) migrations per `AWC_MIGRATE`; with
-    `answer_by` (a tick's deadline plus its grace), neither waits past it."""
-    conn = connect(settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
+    `answer_by` (a tick's deadline plus its grace), neither waits past it.
+    `dsn` replaces the settings' URL (the Lambda's from Secrets Manager);
+    without `migrations` the schema is taken as checked already (a warm
+    Lambda's new connection: migrations run on a cold start only)."""
+    conn = connect(dsn or settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
                    purpose=purpose)
+    if not migrations:
+        return conn
     try:
         migrate(conn, settings.migrate)
     except BaseException:
@@ -105,10 +112,14 @@ def engine_for(
         worker_id=settings.worker_id,
         events=events,
         observer=observer,
-        maintenance=maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
-                                    settings.tick_history_secs,
-                                    settings.dead_letter_retention_secs) if maintenance else None,
+        maintenance=maintenance_of(settings) if maintenance else None,
     )
+
+
+def maintenance_of(settings: Settings) -> Maintenance:
+    """The maintenance pass the settings ask for (retentions, prune age)."""
+    return maintenance_for(settings.prune_after_secs, settings.schedule_history_secs,
+                           settings.tick_history_secs, settings.dead_letter_retention_secs)
 
 
 def tick_spec(

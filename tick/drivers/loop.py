@@ -18,6 +18,7 @@ from tick.drivers.compose import (
     connector,
     engine_for,
     loop_spec,
+    maintenance_of,
     open_database,
     prepare_handlers,
     record_failure,
@@ -25,10 +26,10 @@ from tick.drivers.compose import (
 from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
+from tick.engine.maintain import maintain
 from tick.errors import AwcError, DatabaseError
-from tick.events import EventSink, StreamEvents, report_fires
-from tick.history import TickStart, finish
-from tick.maintenance import run_maintenance
+from tick.events import EventSink, StreamEvents
+from tick.history import TickStart
 from tick.metrics import Metrics
 from tick.report import TickReport
 from tick.settings import Settings
@@ -74,6 +75,8 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
     §16); for the loop only while idle (`busy` counts its busy stretches,
     which have rows of their own)."""
 
+    step = maintenance_of(settings)
+
     def part(stop: threading.Event) -> None:
         conn = None
         stretches = busy() if busy else 0
@@ -86,19 +89,9 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                 idle = now_busy == stretches
                 stretches = now_busy
                 start = TickStart(driver, settings.worker_id) if idle else None
-                done = run_maintenance(conn, settings.prune_after_secs,
-                                       schedule_history_secs=settings.schedule_history_secs,
-                                       tick_history_secs=settings.tick_history_secs,
-                                       dead_letter_secs=settings.dead_letter_retention_secs,
-                                       start=start)
-                if done.tick_id is not None:
-                    finish(conn, done.tick_id, TickReport(
-                        rescued=done.rescued + done.rescued_failed, pruned=done.pruned,
-                        fired=done.fired))
+                done, _ = maintain(conn, step, events=events, observer=metrics, start=start,
+                                   alone=True)
                 metrics.sample_queue(conn)
-                if done.fires or done.parked:
-                    report_fires(events, done)
-                    metrics.schedules_fired(done.fires, done.lags)
                 if done.rescued or done.rescued_failed or done.pruned or done.fired:
                     events.log("info", "maintenance", rescued=done.rescued,
                                rescued_failed=done.rescued_failed, pruned=done.pruned,

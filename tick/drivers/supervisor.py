@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tick.engine.backoff import Jitter
+from tick.engine.backoff import Jitter, reconnect_delay
 from tick.events import EventSink, NullEvents
 
 Part = Callable[[threading.Event], None]
@@ -86,8 +86,8 @@ class Supervisor:
         return sorted(n for n, t in self._threads.items() if t.is_alive())
 
     def _delay(self, restarts: int) -> float:
-        base = float(min(self.base_delay * 2 ** (restarts - 1), self.max_delay))
-        return base + base * self._jitter.unit() / 2
+        return reconnect_delay(restarts - 1, self._jitter, first=self.base_delay,
+                               cap=self.max_delay)
 
     def _keep(self, state: PartState, part: Part) -> None:
         while not self.stop.is_set():

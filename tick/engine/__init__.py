@@ -1,7 +1,9 @@
 """The engine every driver calls (SPEC §6, §6.2).
 
-    api.py          its face: Engine, RunSpec, tick()
+    api.py          its face: Engine, tick()
+    spec.py         what a run is given: RunSpec, Observer, Connect, Maintenance
     coordinator.py  one run: the loop that claims, dispatches, waits and records
+    parts.py        what the coordinator uses of the Engine (a Protocol)
     claims.py       what the next claim asks for, and when claiming ends
     flush.py        outcomes in flight: batched, sent, settled
     slots.py        the threads that run handlers

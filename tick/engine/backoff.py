@@ -64,8 +64,11 @@ class Jitter:
         return base + base * self.unit()
 
 
-def reconnect_delay(attempt: int, jitter: Jitter) -> float:
+def reconnect_delay(attempt: int, jitter: Jitter, *, first: float = 0.25,
+                    cap: float = 10.0) -> float:
     """How long to wait before reconnect `attempt` (0-based) to a lost
-    database: 0.25 s doubling to 10 s, plus up to half again of jitter."""
-    base = float(min(0.25 * 2 ** attempt, 10.0))
+    database: `first` (0.25 s) doubling to `cap` (10 s), plus up to half
+    again of jitter. The supervisor's restarts wait the same way, from
+    their own first delay and cap."""
+    base = float(min(first * 2 ** attempt, cap))
     return base + base * jitter.unit() / 2

@@ -13,11 +13,12 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+from tick.engine.cursor import Cursor
 from tick.queue import ClaimedRow, ClaimRequest
 from tick.words import StopReason
 
 if TYPE_CHECKING:
-    from tick.engine.api import RunSpec
+    from tick.engine.spec import RunSpec
 
 # Claim nothing when less than this is left before the deadline: a lease that
 # short cannot run a job, and the tick must return on time.
@@ -41,6 +42,7 @@ class Claims:
         # whose last claim a global limit held back.
         self.idle_until = 0.0
         self.held_back = False  # the last claim left ready jobs to a limit's room
+        self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
 
     def request(self, now: float) -> ClaimRequest | None:
         """The claim to send now, or None (nothing free, idle, or ended)."""
@@ -64,14 +66,16 @@ class Claims:
             leases_json=self._leases_json,
             kinds=spec.kinds,
             queues=spec.queues,
+            cursor=self.cursor.params(time.monotonic()),
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
-             held_back: bool = False) -> None:
+             held_back: bool = False, mark: str | None = None) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run
         claims again shortly, until its deadline (SPEC §18)."""
+        self.cursor.moved(mark, time.monotonic())
         taken = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)

@@ -19,27 +19,24 @@ import math
 import threading
 import time
 from queue import Empty
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext, Saving
 from tick.engine.flush import Flush, send, settle
+from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
+from tick.engine.parts import EngineParts
 from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
+from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
-from tick.events import report_fires
 from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest, lost_claims
 from tick.report import TickReport
 from tick.words import Record, StopReason
-
-if TYPE_CHECKING:
-
-    from tick.engine.api import Engine, RunSpec
-    from tick.schedules.firing import Fired
 
 # How often the claims of long-running jobs are checked for an operator cancel.
 FENCE_CHECK_SECS = 2.0
@@ -47,14 +44,20 @@ FENCE_CHECK_SECS = 2.0
 MAX_WAIT_SECS = 0.5
 # How long the coordinator waits for more outcomes once one arrived.
 GATHER_SECS = 0.002
+# Longest a handler's heartbeat or checkpoint waits for its round trip. The
+# coordinator sends it with its next round trip, within MAX_WAIT_SECS when
+# nothing else is due; a wait this long means the coordinator is held in a
+# slow exchange or the run ended, so the handler hears that its lease is
+# lost (LeaseLost, as when the claim lost its job) rather than hanging.
+HEARTBEAT_WAIT_SECS = 30.0
 
 
 class Coordinator:
     """The state of one `Engine.run`. Every field is written and read by the
     coordinator thread only, unless its comment says otherwise."""
 
-    def __init__(self, engine: Engine, spec: RunSpec, stop: threading.Event) -> None:
-        self.e = engine
+    def __init__(self, engine: EngineParts, spec: RunSpec, stop: threading.Event) -> None:
+        self.engine = engine
         self.spec = spec
         self.stop = stop  # set by a signal handler; read here
         self.report = TickReport()
@@ -108,7 +111,7 @@ class Coordinator:
         if now >= self.next_fence_check:
             self._check_fences(now)
         if now >= self.row.renew_at:
-            self.row.keep_alive(self.e.conn, now, self.e.events)
+            self.row.keep_alive(self.engine.conn, now, self.engine.events)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
         if not self.running and not self.claims.may_claim_later():
@@ -153,23 +156,24 @@ class Coordinator:
         return self.row.foresee(self.report, batch, claim, reason, self.began)
 
     def _close_history(self) -> None:
-        self.row.close(self.e.conn, self.report, self.began, self.e.events)
+        self.row.close(self.engine.conn, self.report, self.began, self.engine.events)
         if self.spec.continuous:
-            self.e.last_tick_id = None  # the stretch's row is complete: no failure to record on it
+            # The stretch's row is complete: no failure to record on it.
+            self.engine.last_tick_id = None
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
         unrecorded outcome; False if a stop came first and its grace ran out."""
-        self.e.unreachable_since = time.monotonic()  # the loop is unready meanwhile
+        self.engine.unreachable_since = time.monotonic()  # the loop is unready meanwhile
         try:
             return self._reconnect()
         finally:
-            self.e.unreachable_since = None
+            self.engine.unreachable_since = None
 
     def _reconnect(self) -> bool:
         attempt = 0
         while True:
-            self.e.observer.api_error("database")
+            self.engine.observer.api_error("database")
             delay = reconnect_delay(attempt, self.reconnect_jitter)
             if self.stop.is_set():
                 if self.stopping_since is None:
@@ -180,10 +184,10 @@ class Coordinator:
             self.stop.wait(delay)
             attempt += 1
             try:
-                self.e.reconnect()
+                self.engine.reconnect()
             except DatabaseError:
                 continue
-            self.e.events.log("info", "database_reconnected", attempts=attempt)
+            self.engine.events.log("info", "database_reconnected", attempts=attempt)
             return True
 
     def _wait(self, now: float) -> None:
@@ -192,7 +196,7 @@ class Coordinator:
             horizon = min(horizon, self.next_fence_check)
         if self.claims.idle(now):
             horizon = min(horizon, self.claims.idle_until)
-        outbox = self.e.outbox
+        outbox = self.engine.outbox
         timeout = max(horizon - time.monotonic(), 0.0)
         try:
             message = outbox.get(timeout=timeout) if timeout > 0 else outbox.get_nowait()
@@ -222,41 +226,37 @@ class Coordinator:
     # -- maintenance, claims and outcomes -------------------------------------
 
     def _maintain(self) -> None:
-        maintenance = self.e.maintenance
+        maintenance = self.engine.maintenance
         if maintenance is None:
             return
-        conn = self.e.conn  # once: after a failure the property would open a new one
-
-        def reported(part: Fired) -> None:  # one schedule's fires, as they are recorded
-            report_fires(self.e.events, part)
-            if part.fires:
-                self.e.observer.schedules_fired(part.fires, part.lags.items())
-
+        conn = self.engine.conn  # once: after a failure the property would open a new one
         try:
             # A loop's rows are its stretches, not its runs. The tick's
             # deadline bounds its maintenance, and the events of its fires,
             # too (SPEC §6).
-            done = maintenance(conn, None if self.spec.continuous else self.spec.history,
-                               self.spec.deadline, reported)
+            done, report = maintain(
+                conn, maintenance, events=self.engine.events, observer=self.engine.observer,
+                start=None if self.spec.continuous else self.spec.history,
+                deadline=self.spec.deadline)
         except DatabaseError:
             raise
         except Exception as error:
             raise as_database_error(error, "maintenance", conn) from None
-        self.row.tick_id = self.e.last_tick_id = done.tick_id
-        self.report.rescued = done.rescued + done.rescued_failed
-        self.report.pruned = done.pruned
-        self.report.fired = done.fired
+        self.row.tick_id = self.engine.last_tick_id = done.tick_id
+        self.report.rescued = report.rescued
+        self.report.pruned = report.pruned
+        self.report.fired = report.fired
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()
         sent = time.monotonic()
-        conn = self.e.conn
+        conn = self.engine.conn
         closing = self._foresee(claim, batch)
         # A loop's first claim of a stretch opens the stretch's row (SPEC §16).
         opening = self.row.opening(claim) if closing is None and not self.report.claimed \
             else None
         try:
-            result = send(conn, batch, claim, self.e.events,
+            result = send(conn, batch, claim, self.engine.events,
                           closing[0] if closing is not None else opening)
         except Exception as error:
             self.flush.put_back(batch)
@@ -265,10 +265,10 @@ class Coordinator:
             self.row.wrote(closing[1])
         elif opening is not None and result.tail_id is not None:
             self.row.opened(result.tail_id, sent)
-            self.e.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
+            self.engine.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
         try:
-            settle(conn, batch.written, result.recorded, self.report, self.e.events,
-                   self.e.observer)
+            settle(conn, batch.written, result.recorded, self.report, self.engine.events,
+                   self.engine.observer)
         except Exception as error:
             raise as_database_error(error, "reading fenced-out jobs", conn) from None
         for beat in batch.heartbeats:
@@ -280,7 +280,7 @@ class Coordinator:
                 beat.run.checkpointed = True  # durable before the handler hears so
             beat.done.set()
         if claim is not None:
-            self.claims.took(claim, result.claimed, result.held_back)
+            self.claims.took(claim, result.claimed, result.held_back, result.mark)
             self._dispatch(result.claimed, sent)
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
@@ -289,12 +289,12 @@ class Coordinator:
         self.report.claimed += len(rows)
         batch: list[Run] = []
         for row in rows:
-            self.e.observer.claimed(row.kind, row.wait_s)
-            handler = self.e.registry.get(row.kind)
+            self.engine.observer.claimed(row.kind, row.wait_s)
+            handler = self.engine.registry.get(row.kind)
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
                              self._request_heartbeat, row.token, row.checkpoint)
-            run = Run(row, ctx, handler, self.e.jitter(row.slot))
+            run = Run(row, ctx, handler, self.engine.jitter(row.slot))
             self.running[row.id] = run
             if handler is None:
                 run.outcome = (Record.FAIL, error_text(
@@ -304,7 +304,7 @@ class Coordinator:
             self.next_expiry = min(self.next_expiry, deadline)
             batch.append(run)
         if batch:
-            self.e.pool.submit(batch)
+            self.engine.pool.submit(batch)
 
     def _finished(self, run: Run) -> None:
         if run.ctx.abandoned or run.row.id not in self.running:
@@ -336,14 +336,14 @@ class Coordinator:
                  where: str | None) -> None:
         run.ctx.abandon()
         del self.running[run.row.id]
-        self.e.pool.abandon(run)
+        self.engine.pool.abandon(run)
         self.claims.release(run.row.slot)
         self.flush.record(run, record, detail, delay, where)
 
     def _abandon_all(self) -> None:
         for run in list(self.running.values()):
             run.ctx.abandon()
-            self.e.pool.abandon(run)
+            self.engine.pool.abandon(run)
         self.running.clear()
         self.flush.release_heartbeats()
 
@@ -362,8 +362,8 @@ class Coordinator:
         if run is None or run.ctx is not ctx:
             return None
         beat = Heartbeat(run, saving)
-        self.e.outbox.put(beat)
-        if not beat.done.wait(timeout=30):
+        self.engine.outbox.put(beat)
+        if not beat.done.wait(timeout=HEARTBEAT_WAIT_SECS):
             return None
         if beat.refused is not None:
             # Which argument is at fault is the server's to say: progress
@@ -379,7 +379,7 @@ class Coordinator:
         lease = (run.handler and run.handler.lease_secs) or self.spec.lease_secs
         if self.spec.deadline is not None:
             lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
-        self.flush.extend(beat, float(lease))
+        self.flush.heartbeat(beat, float(lease))
 
     def _check_fences(self, now: float) -> None:
         self.next_fence_check = now + FENCE_CHECK_SECS
@@ -387,7 +387,7 @@ class Coordinator:
                if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
         if not old:
             return
-        conn = self.e.conn
+        conn = self.engine.conn
         try:
             lost = lost_claims(conn, old)
         except Exception as error:

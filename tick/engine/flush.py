@@ -24,7 +24,7 @@ from tick.words import Record
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.api import Observer
+    from tick.engine.spec import Observer
     from tick.history import Tail
 
 
@@ -54,17 +54,17 @@ class Flush:
             assert detail is not None
             self.writes.fail.append((row.id, row.token, detail, traceback))
         elif record is Record.CONTINUE:
-            self.writes.proceed.append((row.id, row.token, detail, delay))
+            self.writes.continuations.append((row.id, row.token, detail, delay))
         else:
             self.writes.release.append((row.id, row.token))
         self.written[row.id] = (run, record)
 
-    def extend(self, beat: Heartbeat, lease: float) -> None:
+    def heartbeat(self, beat: Heartbeat, lease: float) -> None:
         """Queue a lease extension, with its checkpoint if it saves one; the
         slot waits until the round trip is back."""
         run = beat.run
         if beat.saving is None:
-            self.writes.extend.append((run.row.id, run.row.token, lease))
+            self.writes.lease_extensions.append((run.row.id, run.row.token, lease))
         else:
             state, progress = beat.saving
             self.writes.checkpoint.append((run.row.id, run.row.token, state, progress, lease))
@@ -130,7 +130,8 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
         events.log("warning", "outcomes_refused", count=len(refused),
                    error=type(error).__name__)
     if claim is not None:
-        done.claimed = round_trip(conn, Writes(), claim).claimed
+        claimed = round_trip(conn, Writes(), claim)
+        done.claimed, done.mark = claimed.claimed, claimed.mark
     return done
 
 

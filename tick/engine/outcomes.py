@@ -62,7 +62,6 @@ class Continue:
             raise ValueError(f"Continue: delay_secs must be a number of seconds in "
                              f"[0, {MAX_DELAY_SECS:.0f}]")
 
-Outcome = Complete | Retry | Fail | Continue
 
 
 def label_of(record: Record, state: str) -> Label:

@@ -23,7 +23,7 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.api import RunSpec
+    from tick.engine.spec import RunSpec
     from tick.events import EventSink
     from tick.queue import ClaimRequest
     from tick.report import TickReport

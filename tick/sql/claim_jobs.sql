@@ -1,7 +1,17 @@
--- Claim a batch of ready jobs (SPEC §4.2), one per free slot named in %(slots)s.
+-- Claim a batch of ready jobs (SPEC §4.2), one per free slot named in %(slots)s,
+-- walking the ready index from this claimer's cursor (SPEC §24, decision 0027).
 -- SKIP LOCKED lets concurrent claimers take disjoint batches without waiting.
 -- The lease is the handler's own (%(leases)s, kind -> seconds) or the default,
 -- never longer than %(cap)s, the time left before the tick's deadline (§6).
+--
+-- The cursor (%(after_p)s, %(after_r)s, %(after_i)s) is a key of
+-- jobs_ready_idx, (-priority, run_at, id): every job this claimer's last claim
+-- saw ready before it was taken (by it or by another). Walking from it skips
+-- the entries of claimed jobs, which a pinned horizon keeps in the index.
+-- Jobs that became ready behind it since the last claim's snapshot
+-- (%(xmax)s, %(xip)s) are found by their ready_xid: those of the
+-- transactions that snapshot saw running, and of those begun after it.
+-- The last row (id null) carries the next cursor and this snapshot.
 WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if this claims
     SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
                AS kinds,
@@ -11,36 +21,160 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
                AS claimed,
            (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
                AS walk
-), ready AS (
-    SELECT id, row_number() OVER () AS n
+), plan AS MATERIALIZED (
+    SELECT (SELECT cardinality(kinds) + cardinality(queues) = 0 OR walk FROM limited) AS go,
+           (SELECT claimed FROM limited) AS claimed,
+           cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited) AS want,
+           pg_current_snapshot() AS snap
+), spans AS MATERIALIZED (
+    -- The transactions begun since the last snapshot that this one sees ended:
+    -- the ranges between the ones still running, so none of their entries is read.
+    SELECT b.lo, b.hi
+    FROM (SELECT x AS lo, lead(x) OVER (ORDER BY x) AS hi
+          FROM (SELECT (%(xmax)s::text::numeric - 1)::text::xid8 AS x
+                UNION ALL
+                SELECT x FROM plan, pg_snapshot_xip(plan.snap) AS x WHERE x >= %(xmax)s::text::xid8
+                UNION ALL
+                SELECT pg_snapshot_xmax(snap) FROM plan) AS cut) AS b
+    WHERE b.hi > b.lo
+), late AS MATERIALIZED (  -- made ready behind the cursor since the last claim
+    SELECT l.id, l.p, l.run_at, l.run_at <= now() AS due
     FROM (
-        SELECT id
-        FROM awc.jobs
-        WHERE state = 'PENDING'
-          AND run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
-          -- A limit that may bind: step 2 claimed, in priority order, by lane.
-          AND (SELECT cardinality(kinds) + cardinality(queues) = 0 OR walk FROM limited)
-        ORDER BY priority DESC, run_at, id
-        LIMIT cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited)
-        FOR UPDATE SKIP LOCKED
-    ) AS picked
+        SELECT j.id, -j.priority::int AS p, j.run_at, j.kind, j.queue
+        FROM plan, unnest(%(xip)s::text[]::xid8[]) AS x, LATERAL (
+            -- Ordered by ready_xid: only jobs_ready_xid_idx answers without a
+            -- sort (the pin forbids one), never a walk of the ready index.
+            SELECT * FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x
+            ORDER BY j.ready_xid) AS j
+        WHERE pg_visible_in_snapshot(x, plan.snap)
+        UNION ALL
+        SELECT j.id, -j.priority::int, j.run_at, j.kind, j.queue
+        FROM spans AS s, LATERAL (
+            SELECT * FROM awc.jobs AS j
+            WHERE j.state = 'PENDING' AND j.ready_xid > s.lo AND j.ready_xid < s.hi
+            ORDER BY j.ready_xid) AS j
+    ) AS l, plan
+    WHERE (l.p, l.run_at, l.id)
+          <= (%(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
+      AND (%(kinds)s::text[] IS NULL OR l.kind = ANY (%(kinds)s::text[]))
+      AND (%(queues)s::text[] IS NULL OR l.queue = ANY (%(queues)s::text[]))
+), taken_late AS MATERIALIZED (
+    -- By primary key (in its order, so no planner walks the ready index for
+    -- them): they come before every job past the cursor.
+    SELECT j.id, -j.priority::int AS p, j.run_at
+    FROM awc.jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM late WHERE due))
+      AND j.state = 'PENDING' AND j.run_at <= now() AND (SELECT go FROM plan)
+    ORDER BY j.id
+    LIMIT (SELECT want FROM plan)
+    FOR UPDATE OF j SKIP LOCKED
+), taken_next AS MATERIALIZED (
+    SELECT j.id, -j.priority::int AS p, j.run_at
+    FROM awc.jobs AS j
+    WHERE j.state = 'PENDING'
+      AND (-j.priority::int, j.run_at, j.id)
+          > (%(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
+      AND j.run_at <= now()
+      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+      -- A limit that may bind: step 2 claimed, in priority order, by lane.
+      AND (SELECT go FROM plan)
+    ORDER BY -j.priority::int, j.run_at, j.id
+    LIMIT (SELECT want FROM plan) - (SELECT count(*) FROM taken_late)
+    FOR UPDATE OF j SKIP LOCKED
+), ready AS MATERIALIZED (
+    SELECT t.id, t.p, t.run_at, row_number() OVER (ORDER BY t.p, t.run_at, t.id) AS n
+    FROM (SELECT * FROM taken_late UNION ALL SELECT * FROM taken_next) AS t
+), claimed AS (
+    UPDATE awc.jobs AS j
+    SET state = 'RUNNING',
+        attempts = j.attempts + 1,
+        locked_by = (%(slots)s::text[])[ready.n + (SELECT claimed FROM plan)],
+        locked_until = now() + make_interval(secs => least(
+            coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
+        claim_token = gen_random_uuid(),
+        started_at = now(),
+        updated_at = now()
+    FROM ready
+    WHERE j.id = ready.id
+    RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts,
+        j.claim_token::text AS token, j.locked_by,
+        extract(epoch FROM j.locked_until - now())::float8 AS lease_s,
+        -- An infinite run_at (-infinity: ready since always) has no measurable wait;
+        -- subtracting it would fail the whole claim (SPEC §4.2).
+        coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
+                 ::float8, 0) AS wait_s,
+        -- What an earlier claim's last checkpoint saved (SPEC §17): ctx.saved.
+        j.checkpoint::text AS checkpoint
+), left_ready AS MATERIALIZED (
+    -- The first job ready now that this claim did not take: the next cursor
+    -- stops before it (another claimer holds it, or there was no slot left).
+    SELECT f.p, f.run_at, f.id FROM (
+        (SELECT -j.priority::int AS p, j.run_at, j.id
+         FROM awc.jobs AS j
+         WHERE j.state = 'PENDING'
+           AND (-j.priority::int, j.run_at, j.id)
+               > (%(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
+           AND j.run_at <= now()
+           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+           AND j.id <> ALL (ARRAY(SELECT id FROM ready))
+         ORDER BY -j.priority::int, j.run_at, j.id
+         LIMIT 1)
+        UNION ALL
+        SELECT l.p, l.run_at, l.id FROM late AS l
+        WHERE l.due AND l.id <> ALL (ARRAY(SELECT id FROM ready))) AS f
+    ORDER BY 1, 2, 3
+    LIMIT 1
+), mark AS MATERIALIZED (
+    -- The next cursor: before the first job left ready, else past the last
+    -- one taken, else where it was.
+    SELECT m.p, m.run_at, m.id
+    FROM (SELECT 1 AS rank, p, run_at, id - 1 AS id FROM left_ready
+          UNION ALL
+          (SELECT 2, p, run_at, id FROM taken_next ORDER BY 2 DESC, 3 DESC, 4 DESC LIMIT 1)
+          UNION ALL
+          SELECT 3, %(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint) AS m
+    ORDER BY m.rank
+    LIMIT 1
+), passed AS MATERIALIZED (
+    -- Jobs due later that the next cursor passes over: the claimer rewinds
+    -- to the first of them when the earliest is due.
+    SELECT l.p, l.run_at, l.id FROM late AS l WHERE NOT l.due
+    UNION ALL
+    SELECT -j.priority::int, j.run_at, j.id
+    FROM mark AS m, LATERAL (
+        SELECT * FROM awc.jobs AS j
+        WHERE j.state = 'PENDING'
+          AND (-j.priority::int, j.run_at, j.id)
+              > (%(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
+          AND (-j.priority::int, j.run_at, j.id) < (m.p, m.run_at, m.id)
+          AND j.run_at > now()
+          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))) AS j
+), rewind AS MATERIALIZED (
+    SELECT f.p, f.run_at, f.id - 1 AS id, (SELECT min(run_at) FROM passed) AS due
+    FROM (SELECT * FROM passed ORDER BY 1, 2, 3 LIMIT 1) AS f
 )
-UPDATE awc.jobs AS j
-SET state = 'RUNNING',
-    attempts = j.attempts + 1,
-    locked_by = (%(slots)s::text[])[ready.n + (SELECT claimed FROM limited)],
-    locked_until = now() + make_interval(secs => least(
-        coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
-    claim_token = gen_random_uuid(),
-    started_at = now(),
-    updated_at = now()
-FROM ready
-WHERE j.id = ready.id
-RETURNING j.id, j.kind, j.payload::text, j.attempts, j.max_attempts, j.claim_token::text,
-    j.locked_by, extract(epoch FROM j.locked_until - now())::float8,
-    -- An infinite run_at (-infinity: ready since always) has no measurable wait;
-    -- subtracting it would fail the whole claim (SPEC §4.2).
-    coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)::float8, 0),
-    -- What an earlier claim's last checkpoint saved (SPEC §17): ctx.saved.
-    j.checkpoint::text
+SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
+       NULL::text AS mark
+FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       json_build_object(
+           -- Keys as [-priority, run_at as text, id, run_at in epoch seconds to order by].
+           'after', json_build_array(m.p, m.run_at::text, m.id,
+                                     extract(epoch FROM m.run_at)::float8),
+           'rewind', CASE WHEN r.p IS NOT NULL THEN json_build_array(
+               r.p, r.run_at::text, r.id, extract(epoch FROM r.run_at)::float8) END,
+           -- Seconds until the earliest job passed over is due (capped: an
+           -- infinite run_at is never due).
+           'rewind_in', CASE WHEN r.due IS NOT NULL THEN least(greatest(
+               coalesce(extract(epoch FROM r.due - now())::float8, 1e9), 0), 1e9) END,
+           'xmax', pg_snapshot_xmax(p.snap)::text,
+           'xip', ARRAY(SELECT x::text FROM pg_snapshot_xip(p.snap) AS x))::text
+FROM mark AS m CROSS JOIN plan AS p LEFT JOIN rewind AS r ON true
+-- How many jobs this transaction's claim took (step 2's and this one's), for
+-- the history statement after it (SPEC §16): whether the run goes on.
+WHERE set_config('awc.claimed', (p.claimed + (SELECT count(*) FROM claimed))::text, true)
+      IS NOT NULL

@@ -1,9 +1,8 @@
 -- Complete a tick's row of the history (SPEC §16) with its report, or its error.
 -- It rides at the end of the round trip that may be the tick's last (§16: no
--- round trip of its own): %(slots)s are the slots that round trip's claim
--- asked to fill, and the row is completed only if none of them was filled in
--- this transaction (updated_at = now()), i.e. the claim came back empty and
--- the tick ends. Sent on its own, %(slots)s is empty and the row is completed.
+-- round trip of its own): the row is completed only if that round trip's
+-- claim took no job, i.e. the claim came back empty and the tick ends. Sent
+-- on its own (no claim), the row is completed.
 UPDATE awc.ticks
 SET finished_at = now(), claimed = %(claimed)s, completed = %(completed)s,
     retried = %(retried)s, failed = %(failed)s, cancelled = %(cancelled)s,
@@ -11,11 +10,10 @@ SET finished_at = now(), claimed = %(claimed)s, completed = %(completed)s,
     rescued = %(rescued)s,
     pruned = %(pruned)s, fired = %(fired)s, stop_reason = %(stop_reason)s, error = %(error)s
 WHERE id = %(id)s
-  AND NOT EXISTS (
-      SELECT 1 FROM awc.jobs
-      WHERE locked_until IS NOT NULL  -- jobs_lease_idx: the running jobs only
-        AND updated_at = now()
-        AND locked_by = ANY (%(slots)s::text[]))
+  -- awc.claimed: how many jobs this transaction's claim took (the claim sets
+  -- it; unset when none was sent). Counted, never a walk of the running jobs:
+  -- under a pinned horizon that walk grows with every job claimed (SPEC §24).
+  AND coalesce(nullif(current_setting('awc.claimed', true), ''), '0')::int = 0
   -- Nor are ready jobs held back by a limit (SPEC §18): the run goes on.
   AND NOT coalesce(nullif(current_setting('awc.held_back', true), '')::boolean, false)
 RETURNING id

@@ -22,7 +22,7 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             ELSE (SELECT count(*) FROM (
                       SELECT 1 FROM awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.queue = l.name AND j.run_at <= now()
-                      ORDER BY j.priority DESC, j.run_at, j.id  -- jobs_ready_queue_idx's
+                      ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
             END AS held_back
 FROM awc.limits AS l,

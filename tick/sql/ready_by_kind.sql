@@ -8,7 +8,7 @@ FROM (
     SELECT kind, run_at
     FROM awc.jobs
     WHERE state = 'PENDING' AND run_at <= now()
-    ORDER BY priority DESC, run_at, id
+    ORDER BY -priority::int, run_at, id
     LIMIT 100000
 ) AS ready
 GROUP BY kind

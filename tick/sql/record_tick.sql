@@ -1,8 +1,8 @@
 -- A whole tick's row at once (SPEC §16): a loop's busy stretch or idle
 -- interval when it ends, or a tick that failed before it had a row.
 -- A stretch's row rides at the end of the round trip whose claim may end the
--- stretch: as in finish_tick.sql, it is written only if none of %(slots)s
--- was filled in this transaction. Sent on its own, %(slots)s is empty.
+-- stretch: as in finish_tick.sql, it is written only if that round trip's
+-- claim took no job. Sent on its own (no claim), it is written.
 -- Its start and deadline come as durations, made instants on the database's
 -- clock (finished_at's): a host's clock may disagree with it.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
@@ -13,11 +13,9 @@ SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
        now() + make_interval(secs => %(deadline_secs)s::float8),
        %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
        %(discarded)s, %(continued)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
-WHERE NOT EXISTS (
-    SELECT 1 FROM awc.jobs
-    WHERE locked_until IS NOT NULL  -- jobs_lease_idx: the running jobs only
-      AND updated_at = now()
-      AND locked_by = ANY (%(slots)s::text[]))
+-- awc.claimed: the jobs this transaction's claim took (SPEC §24: counted,
+-- never a walk of the running jobs).
+WHERE coalesce(nullif(current_setting('awc.claimed', true), ''), '0')::int = 0
   -- Nor are ready jobs held back by a limit (SPEC §18): the stretch goes on.
   AND NOT coalesce(nullif(current_setting('awc.held_back', true), '')::boolean, false)
 RETURNING id

@@ -2,7 +2,7 @@
 -- claimable at once and keeping their place, or to FAILED once their attempts
 -- are spent, so a job that kills its worker cannot loop forever. Bounded.
 -- The lost lease is a failed run: it joins the job's error history (SPEC §22).
--- Only under the rescue lock (%(key)s), which rescue_lock.sql took earlier in
+-- Only under the rescue lock (%(key)s), which try_lock.sql took earlier in
 -- this transaction when it could: taken again it answers at once, and
 -- nothing is rescued when another process holds it.
 WITH expired AS (

@@ -28,23 +28,30 @@ def test_every_refusal_of_input_is_a_field_error(error: type[FieldError]) -> Non
     refused = error("queue", "must not be empty")
     assert isinstance(refused, FieldError) and isinstance(refused, ValueError)
     assert (refused.field, refused.reason, str(refused)) == (
-        "queue", "must not be empty", "queue: must not be empty")
+        "queue",
+        "must not be empty",
+        "queue: must not be empty",
+    )
 
 
-@pytest.mark.parametrize(("path", "field", "hint"), [
-    (("enqueue",), "kind", "KIND"),
-    (("enqueue",), "max_attempts", "--max-attempts"),
-    (("schedules", "add"), "kind", "--kind"),
-    (("schedules", "add"), "name", "NAME"),
-    (("limits", "set"), "per_secs", "--per"),
-    (("limits", "set"), "rate and per_secs", "--rate and --per"),
-    (("limits", "set"), "max_running or rate", "--max-running or --rate"),
-    (("limits", "clear"), "target", "TARGET"),
-    (("pause",), "target", "TARGET"),
-    (("limits", "set"), "something", "something"),
-])
+@pytest.mark.parametrize(
+    ("path", "field", "hint"),
+    [
+        (("enqueue",), "kind", "KIND"),
+        (("enqueue",), "max_attempts", "--max-attempts"),
+        (("schedules", "add"), "kind", "--kind"),
+        (("schedules", "add"), "name", "NAME"),
+        (("limits", "set"), "per_secs", "--per"),
+        (("limits", "set"), "rate and per_secs", "--rate and --per"),
+        (("limits", "set"), "max_running or rate", "--max-running or --rate"),
+        (("limits", "clear"), "target", "TARGET"),
+        (("pause",), "target", "TARGET"),
+        (("limits", "set"), "something", "something"),
+    ],
+)
 def test_a_field_is_named_as_the_command_line_spells_it(
-        path: tuple[str, ...], field: str, hint: str) -> None:
+    path: tuple[str, ...], field: str, hint: str
+) -> None:
     assert field_hint(command(*path), field) == hint
 
 

@@ -73,7 +73,14 @@ def test_the_history_row_holds_every_counter() -> None:
 def test_awc_ticks_shows_counters_only_by_their_names() -> None:
     shown = [c for c in TICK_COLUMNS if c in COUNTERS]
     assert shown and set(TICK_COLUMNS) - set(COUNTERS) <= {
-        "id", "driver", "worker_id", "started_at", "finished_at", "stop_reason", "error"}
+        "id",
+        "driver",
+        "worker_id",
+        "started_at",
+        "finished_at",
+        "stop_reason",
+        "error",
+    }
 
 
 def test_each_job_action_has_its_states_and_its_word() -> None:

@@ -65,8 +65,9 @@ _FIELDS = tuple(f.name for f in fields(TickReport))
 
 # Every count of the report, in field order: every field but how and when it
 # stopped. A field added to TickReport is counted everywhere at once.
-COUNTERS: tuple[str, ...] = tuple(name for name in _FIELDS
-                                  if name not in ("stop_reason", "duration_s"))
+COUNTERS: tuple[str, ...] = tuple(
+    name for name in _FIELDS if name not in ("stop_reason", "duration_s")
+)
 
 
 def metric_name(counter: str) -> str:

@@ -25,8 +25,11 @@ FINISHED_STATES: tuple[JobState, ...] = ("FAILED", "CANCELLED", "COMPLETED")
 # What an operator may do to jobs (SPEC §22), and the word for it done.
 JobAction = Literal["retry", "cancel", "discard"]
 JOB_ACTIONS: tuple[JobAction, ...] = get_args(JobAction)
-ACTION_DONE: dict[JobAction, str] = {"retry": "retried", "cancel": "cancelled",
-                                     "discard": "discarded"}
+ACTION_DONE: dict[JobAction, str] = {
+    "retry": "retried",
+    "cancel": "cancelled",
+    "discard": "discarded",
+}
 
 # What ran the engine, as the tick history records it (SPEC §16).
 Driver = Literal["tick", "loop", "lambda", "maintenance"]
@@ -45,8 +48,7 @@ class Record(Enum):
 
 # What a processed job's outcome did (SPEC §9 `outcome`); `released` is a
 # job handed back unfinished (attempt refunded), as the report counts it (§6).
-Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued",
-                "released"]
+Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued", "released"]
 LABELS: tuple[Label, ...] = get_args(Label)
 # The report's field that counts each label (SPEC §6): the label itself.
 REPORT_FIELD: dict[Label, str] = {label: label for label in LABELS}

@@ -25,16 +25,25 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 REPORTED = "awc.reported"  # the scope key saying this request's error event is written
 # The shared words the templates spell (tick/words.py), under these names.
-WORDS: dict[str, Any] = {"job_states": JOB_STATES, "drivers": DRIVERS,
-                         "action_states": ACTION_STATES, "action_done": ACTION_DONE,
-                         "unrun_fires": UNRUN_FIRES}
+WORDS: dict[str, Any] = {
+    "job_states": JOB_STATES,
+    "drivers": DRIVERS,
+    "action_states": ACTION_STATES,
+    "action_done": ACTION_DONE,
+    "unrun_fires": UNRUN_FIRES,
+}
 
 
 class Console:
     """One console: its pool, its gate and whether it may act."""
 
-    def __init__(self, pool: ConnectionPool[Any], token: str, read_only: bool,
-                 events: EventSink | None = None) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        token: str,
+        read_only: bool,
+        events: EventSink | None = None,
+    ) -> None:
         self.pool = pool
         self.gate = Gate(token)
         self.read_only = read_only
@@ -45,14 +54,23 @@ class Console:
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         session = request.scope.get("awc.session")
-        return self.templates.TemplateResponse(request, name, {
-            "csrf": session.csrf if session else "", "read_only": self.read_only,
-            "signed_in": session is not None, "path": request.url.path,
-            "notice": notice(request.query_params, request.url.path), **context},
-            status_code=status)
+        return self.templates.TemplateResponse(
+            request,
+            name,
+            {
+                "csrf": session.csrf if session else "",
+                "read_only": self.read_only,
+                "signed_in": session is not None,
+                "path": request.url.path,
+                "notice": notice(request.query_params, request.url.path),
+                **context,
+            },
+            status_code=status,
+        )
 
-    def problem(self, request: Request, status: int, message: str,
-                error: str | None = None) -> Response:
+    def problem(
+        self, request: Request, status: int, message: str, error: str | None = None
+    ) -> Response:
         """The error page every refusal and failure answers, and its one event."""
         self.report(request.scope, status, error)
         return self.page(request, "problem.html", status, status_code=status, message=message)
@@ -66,8 +84,11 @@ class Console:
             if reported:
                 return
             reported.append(True)  # the list is shared by copies of the scope
-        fields: dict[str, Any] = {"status": status, "method": scope.get("method", ""),
-                                  "path": clip(scope.get("path", ""), 200)}
+        fields: dict[str, Any] = {
+            "status": status,
+            "method": scope.get("method", ""),
+            "path": clip(scope.get("path", ""), 200),
+        }
         if error is not None:
             fields["error"] = error
         self.events.log("error" if status >= 500 else "warning", "console_error", **fields)

@@ -22,11 +22,12 @@ LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
     ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
-     "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget"),
+     "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
+     "tick.report"),
     ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
      "tick.limits", "tick.bulk"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
-     "tick.engine.registry", "tick.engine.report"),
+     "tick.engine.registry"),
     ("tick.events", "tick.metrics", "tick.export"),
     ("tick.engine.spec",),  # what a run is given: below every part that uses it
     ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
@@ -45,6 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.ui", "tick.ui.access", "tick.ui.filters", "tick.ui.chart"),
     ("tick.ui.reads", "tick.ui.actions"),
     ("tick.ui.render",),
+    ("tick.ui.console",),  # what every endpoint receives
     ("tick.ui.pages",),
     ("tick.ui.app",),
     ("tick.ui.serve",),  # the connections the app is served on

@@ -10,9 +10,6 @@ from typing import Any
 import pytest
 
 from tick.engine.outcomes import (
-    LABELS,
-    LEVEL,
-    REPORT_FIELD,
     Complete,
     Continue,
     Fail,
@@ -21,8 +18,8 @@ from tick.engine.outcomes import (
     lost_label,
     outcome_of,
 )
-from tick.engine.report import TickReport
-from tick.queue import Record
+from tick.report import TickReport
+from tick.words import LABELS, LEVEL, REPORT_FIELD, Record
 
 
 def _nested(depth: int) -> Any:

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 
 from tests.support import ROOT, run_awc
-from tick.engine.report import TickReport
 from tick.producer import enqueue_many
+from tick.report import TickReport
 
 CRON = ROOT / "cron"
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import ROOT
 from tick.cli import cli
-from tick.engine.report import TickReport
+from tick.report import TickReport
 
 CITATION = re.compile(r"SPEC|§")
 

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from tick.engine.context import JobCancelled, JobContext, LeaseLost
     from tick.engine.outcomes import Complete, Continue, Fail, Retry
     from tick.engine.registry import handler
-    from tick.engine.report import TickReport
     from tick.producer import enqueue, enqueue_many
+    from tick.report import TickReport
 
 __all__ = [
     "Complete",
@@ -43,7 +43,7 @@ _HOME = {
     "enqueue": "tick.producer",
     "enqueue_many": "tick.producer",
     "handler": "tick.engine.registry",
-    "TickReport": "tick.engine.report",
+    "TickReport": "tick.report",
     "tick": "tick.engine.api",
 }
 

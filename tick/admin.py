@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tick.errors import JobStateError
+from tick.errors import JobNotFound, JobStateError
 from tick.statements import sql
+from tick.words import DEAD_STATES
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,12 +66,12 @@ def list_jobs(
 
 
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    """One job in full; a missing job is a `JobStateError`. Its error
+    """One job in full; a missing job is a `JobNotFound`. Its error
     history comes newest first, each traceback as a list of lines, which
     indented JSON prints one to a row (SPEC §22)."""
     row = conn.execute(sql("show_job"), {"id": job_id}).fetchone()
     if row is None:
-        raise JobStateError(f"job {job_id} does not exist")
+        raise JobNotFound(f"job {job_id} does not exist")
     job = dict(zip(SHOW_COLUMNS, row, strict=True))
     job["errors"] = _history(job["errors"])
     return job
@@ -98,7 +99,7 @@ def cancel(conn: psycopg.Connection[Any], job_id: int) -> None:
     if row is None or row[0] == 0:
         state = _state_of(conn, job_id)
         if state is None:
-            raise JobStateError(f"job {job_id} does not exist")
+            raise JobNotFound(f"job {job_id} does not exist")
         raise JobStateError(
             f"job {job_id} is {state}; only PENDING or RUNNING jobs can be cancelled")
 
@@ -115,8 +116,8 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     if row is None or row[0] == 0:
         state = _state_of(conn, job_id)
         if state is None:
-            raise JobStateError(f"job {job_id} does not exist")
-        if state in ("FAILED", "CANCELLED"):
+            raise JobNotFound(f"job {job_id} does not exist")
+        if state in DEAD_STATES:
             raise held  # revive_jobs left it: its dedupe key is live
         raise JobStateError(
             f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")
@@ -128,6 +129,6 @@ def discard(conn: psycopg.Connection[Any], job_id: int) -> None:
     if row is None or row[0] == 0:
         state = _state_of(conn, job_id)
         if state is None:
-            raise JobStateError(f"job {job_id} does not exist")
+            raise JobNotFound(f"job {job_id} does not exist")
         raise JobStateError(f"job {job_id} is {state}; only FAILED, CANCELLED or "
                             "COMPLETED jobs can be discarded")

@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
+from tick.words import DEAD_STATES, FINISHED_STATES, LIVE_STATES, JobState
 
 if TYPE_CHECKING:
     import psycopg
 
 BULK_CAP = 10_000
 # The states each action applies to (SPEC §4.2, §22).
-ACTION_STATES: dict[str, tuple[str, ...]] = {
-    "retry": ("FAILED", "CANCELLED"),
-    "cancel": ("PENDING", "RUNNING"),
-    "discard": ("FAILED", "CANCELLED", "COMPLETED"),
+ACTION_STATES: dict[str, tuple[JobState, ...]] = {  # one entry per tick.words.JOB_ACTIONS
+    "retry": DEAD_STATES,
+    "cancel": LIVE_STATES,
+    "discard": FINISHED_STATES,
 }
 _STATEMENTS = {"retry": "revive_jobs", "cancel": "cancel_jobs", "discard": "discard_jobs"}
 

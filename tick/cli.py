@@ -7,7 +7,9 @@ included), 1 a startup or runtime error, printed as one line `awc: <error>`,
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import signal
 import sys
 import threading
@@ -23,7 +25,7 @@ from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import echo_json
 from tick.cli_schedules import schedules_group
 from tick.cli_ui import ui_command
-from tick.errors import AwcError
+from tick.errors import AwcError, FieldError
 from tick.settings import Settings, load_settings
 
 
@@ -241,6 +243,53 @@ for _command in HISTORY_COMMANDS:  # status and ticks (tick/cli_history.py)
 cli.add_command(schedules_group)  # tick/cli_schedules.py
 cli.add_command(limits_group)  # tick/cli_limits.py
 cli.add_command(ui_command)  # tick/cli_ui.py
+
+
+# -- refused input ----------------------------------------------------------------
+
+
+def field_hint(command: click.Command, field: str) -> str:
+    """The argument or option of `command` a refused field came from, as a
+    usage error names it (`KIND`, `--max-attempts`); a field naming two
+    (`rate and per_secs`) names both; one the command has not, as it is."""
+    words = re.split(r"( and | or )", field)
+    return "".join(_param_hint(command, word) if n % 2 == 0 else word
+                   for n, word in enumerate(words))
+
+
+def _param_hint(command: click.Command, name: str) -> str:
+    for param in command.params:
+        if param.name == name:
+            if isinstance(param, click.Argument):
+                return param.human_readable_name
+            return max(param.opts, key=len)
+    return name
+
+
+def _field_errors_are_usage_errors(command: click.Command) -> None:
+    """Every command answers a `FieldError` (a job, schedule or limit awc
+    refuses) as a usage error naming its argument or option (exit 2), here
+    rather than in each command."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _field_errors_are_usage_errors(sub)
+        return
+    callback = command.callback
+    if callback is None:
+        return
+
+    @functools.wraps(callback)
+    def answered(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except FieldError as error:
+            raise click.BadParameter(error.reason,
+                                     param_hint=field_hint(command, error.field)) from None
+
+    command.callback = answered
+
+
+_field_errors_are_usage_errors(cli)
 
 
 def shown(message: str) -> str:

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tick.cli_queue import SPAN_MAX_SECS, jobs_group, operator_connection, span_secs
+from tick.cli_queue import SPAN_MAX_SECS, choice, jobs_group, operator_connection, span_secs
 from tick.errors import AwcError
 from tick.settings import load_settings
+from tick.words import JOB_STATES
 
 if TYPE_CHECKING:
     from tick.bulk import Selection
 
-STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 _ONE_DONE = {"retry": "is PENDING", "cancel": "is CANCELLED", "discard": "discarded"}
 # Most ids one command names: the filter's cap, so an audit row stays bounded.
 MAX_IDS = 10_000
@@ -105,7 +105,7 @@ def run_action(action: str, done: str, ids: tuple[int, ...], state: str | None,
 def _job_options(fn: Any) -> Any:
     for option in reversed([
         click.argument("job_ids", nargs=-1, type=click.IntRange(1, 2**63 - 1)),
-        click.option("--state", type=click.Choice(STATES, case_sensitive=False),
+        click.option("--state", type=choice(*JOB_STATES),
                      help="Only jobs in this state."),
         click.option("--kind", help="Only jobs of this kind."),
         click.option("--queue", help="Only jobs in this queue."),
@@ -146,12 +146,9 @@ def jobs_discard(job_ids: tuple[int, ...], state: str | None, kind: str | None,
 
 
 def _target(target: str) -> tuple[str, str]:
-    from tick.limits import LimitError, parse_target
+    from tick.limits import parse_target
 
-    try:
-        return parse_target(target)
-    except LimitError as error:
-        raise click.BadParameter(error.reason, param_hint="TARGET") from None
+    return parse_target(target)  # a LimitError is a usage error (tick/cli.py)
 
 
 @click.command("pause")

@@ -23,6 +23,7 @@ from tick.cli_queue import (
 )
 from tick.settings import load_settings
 from tick.text import for_terminal
+from tick.words import DRIVERS, JOB_STATES
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -60,8 +61,7 @@ def status_command(as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    states = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in states))
+    click.echo("  ".join(f"{s}={data['by_state'].get(s, 0)}" for s in JOB_STATES))
     age = data["oldest_ready_age_s"]
     click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
     click.echo(f"dead letters: {data['dead_letters']}")
@@ -101,7 +101,7 @@ TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claim
 
 
 @click.command("ticks")
-@click.option("--driver", type=choice("tick", "loop", "lambda", "maintenance"))
+@click.option("--driver", type=choice(*DRIVERS))
 @click.option("--since", help="Only ticks started since: an ISO 8601 instant (UTC if naive), "
                               "a span such as 90m, 1h, 24h, 7d, or today (since 00:00 UTC).")
 @click.option("--failed", is_flag=True, help="Only ticks that failed or died.")

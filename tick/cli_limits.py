@@ -13,10 +13,6 @@ from tick.cli_queue import echo_json, operator_connection, table
 from tick.errors import AwcError
 from tick.settings import load_settings
 
-_OPTION = {"target": "TARGET", "max_running": "--max-running", "rate": "--rate",
-           "per_secs": "--per", "rate and per_secs": "--rate and --per",
-           "max_running or rate": "--max-running or --rate"}
-
 
 @click.group("limits")
 def limits_group() -> None:
@@ -31,13 +27,10 @@ def limits_group() -> None:
 def limits_set(target: str, max_running: int | None, rate: int | None,
                per_secs: int | None) -> None:
     """Set the limit of TARGET (kind:NAME or queue:NAME), replacing any earlier one."""
-    from tick.limits import Limit, LimitError, check_limit, parse_target, set_limit
+    from tick.limits import Limit, check_limit, parse_target, set_limit
 
-    try:
-        scope, name = parse_target(target)
-        limit = check_limit(Limit(scope, name, max_running, rate, per_secs))
-    except LimitError as error:
-        raise click.BadParameter(error.reason, param_hint=_OPTION[error.field]) from None
+    scope, name = parse_target(target)  # a LimitError is a usage error (tick/cli.py)
+    limit = check_limit(Limit(scope, name, max_running, rate, per_secs))
     with operator_connection(load_settings()) as conn:
         set_limit(conn, limit)
     click.echo(f"limit on {scope} {name!r} set")
@@ -61,12 +54,9 @@ def limits_list(as_json: bool) -> None:
 @click.argument("target")
 def limits_clear(target: str) -> None:
     """Remove the limit of TARGET (kind:NAME or queue:NAME)."""
-    from tick.limits import LimitError, clear_limit, parse_target
+    from tick.limits import clear_limit, parse_target
 
-    try:
-        scope, name = parse_target(target)
-    except LimitError as error:
-        raise click.BadParameter(error.reason, param_hint="TARGET") from None
+    scope, name = parse_target(target)
     with operator_connection(load_settings()) as conn:
         if not clear_limit(conn, scope, name):
             raise AwcError(f"no limit on {scope} {name!r}")

@@ -20,6 +20,7 @@ import click
 
 from tick.settings import Settings, load_settings
 from tick.text import for_terminal
+from tick.words import JOB_STATES
 
 
 def _json_default(value: Any) -> Any:
@@ -94,9 +95,6 @@ def parse_payload(text: str) -> dict[str, Any]:
 
 
 # Where an enqueue field comes from on the command line.
-_ENQUEUE_OPTIONS = {"kind": "KIND", "payload": "--payload", "max_attempts": "--max-attempts",
-                    "run_at": "--run-at", "priority": "--priority", "queue": "--queue",
-                    "dedupe_key": "--dedupe-key"}
 # Longest --delay: a century, far beyond any real schedule, well inside a timestamp.
 MAX_DELAY_SECS = 100 * 365 * 86400
 
@@ -132,7 +130,7 @@ def enqueue_command(
     dedupe_key: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
-    from tick.producer import EnqueueError, check_job, enqueue
+    from tick.producer import check_job, enqueue
 
     if delay is not None and run_at is not None:
         raise click.UsageError("give --delay or --run-at, not both")
@@ -142,13 +140,9 @@ def enqueue_command(
     when = parse_run_at(run_at) if run_at else None
     if delay is not None:  # checked on the host's clock; the run_at sent is the database's
         when = datetime.now(UTC) + timedelta(seconds=delay)
-    try:  # what the database would refuse is a usage error, before connecting
-        check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
-                  queue=queue, dedupe_key=dedupe_key)
-    except EnqueueError as error:
-        raise click.BadParameter(error.reason,
-                                 param_hint=_ENQUEUE_OPTIONS.get(error.field, error.field)
-                                 ) from None
+    # What the database would refuse is a usage error (an EnqueueError), before connecting.
+    check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
+              queue=queue, dedupe_key=dedupe_key)
     settings = load_settings()
     with operator_connection(settings) as conn:
         if delay is not None:  # the claim compares run_at with the database's clock
@@ -196,7 +190,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 @jobs_group.command("list")
 @click.option("--state",
-              type=choice("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"))
+              type=choice(*JOB_STATES))
 @click.option("--kind")
 @click.option("--queue")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)

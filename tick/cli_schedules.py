@@ -15,12 +15,8 @@ import click
 
 from tick.cli_queue import choice, echo_json, operator_connection, table
 from tick.settings import load_settings
+from tick.words import MISSED_POLICIES, OVERLAP_POLICIES
 
-# Where each field comes from on the command line.
-_OPTION = {"name": "NAME", "cron": "--cron", "kind": "--kind", "payload": "--payload",
-           "timezone": "--timezone", "queue": "--queue", "priority": "--priority",
-           "max_attempts": "--max-attempts", "missed": "--missed",
-           "catchup_secs": "--catchup-secs", "overlap": "--overlap"}
 # Instants print in UTC with their offset; a fire also in the schedule's own
 # zone (`*_local`), the one its cron reads (SPEC §15, §22).
 LIST_COLUMNS = ("name", "cron", "timezone", "kind", "paused", "next_fire_at", "next_fire_local",
@@ -42,11 +38,6 @@ def in_zone(instant: Any, timezone: str) -> str | None:
         return instant.astimezone(check_zone(timezone)).isoformat(sep=" ", timespec="seconds")
     except (ScheduleError, OverflowError, ValueError):
         return None
-
-
-def _usage(error: Any, option: str | None = None) -> click.BadParameter:
-    return click.BadParameter(error.reason, param_hint=option or _OPTION.get(error.field,
-                                                                             error.field))
 
 
 @click.group("schedules")
@@ -80,25 +71,23 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--queue", default="default", show_default=True)
 @click.option("--priority", type=int, default=0, show_default=True)
 @click.option("--max-attempts", type=int, default=5, show_default=True)
-@click.option("--missed", type=choice("latest", "all"), default="latest",
+@click.option("--missed", type=choice(*MISSED_POLICIES), default=MISSED_POLICIES[0],
               show_default=True, help="Catch up the newest missed fire, or each.")
 @click.option("--catchup-secs", type=int, default=3600, show_default=True,
               help="Fires older than this are recorded missed, never enqueued.")
-@click.option("--overlap", type=choice("allow", "skip"), default="allow",
+@click.option("--overlap", type=choice(*OVERLAP_POLICIES), default=OVERLAP_POLICIES[0],
               show_default=True, help="skip: no fire while the last job is PENDING or RUNNING.")
 def schedules_add(name: str, cron: str, kind: str, payload: str, timezone: str, queue: str,
                   priority: int, max_attempts: int, missed: str, catchup_secs: int,
                   overlap: str) -> None:
     """Create or replace schedule NAME."""
     from tick.cli_queue import parse_payload
-    from tick.schedules import Schedule, ScheduleError, add
+    from tick.schedules import Schedule, add
 
     body = parse_payload(payload)
-    try:
-        schedule = Schedule(name, cron, kind, body, timezone, queue, priority, max_attempts,
-                            missed, catchup_secs, overlap).checked()
-    except ScheduleError as error:
-        raise _usage(error) from None
+    # A ScheduleError is a usage error naming the option (tick/cli.py).
+    schedule = Schedule(name, cron, kind, body, timezone, queue, priority, max_attempts,
+                        missed, catchup_secs, overlap).checked()
     with operator_connection(load_settings()) as conn:
         click.echo(f"schedule {name} {add(conn, schedule)}")
 
@@ -149,7 +138,7 @@ def schedules_next(name: str | None, cron: str | None, timezone: str | None, cou
 
     Fewer than --count when the calendar ends first (year 9999). A --cron
     preview is computed on this host's clock and needs no database."""
-    from tick.schedules import ScheduleError, next_fires, preview
+    from tick.schedules import next_fires, preview
 
     if (name is None) == (cron is None):
         raise click.UsageError("give a schedule NAME or --cron EXPR, not both or neither")
@@ -162,10 +151,7 @@ def schedules_next(name: str | None, cron: str | None, timezone: str | None, cou
     else:
         from datetime import UTC, datetime
 
-        try:
-            instants = preview(cron, timezone or "UTC", datetime.now(UTC), count)
-        except ScheduleError as error:
-            raise _usage(error) from None
+        instants = preview(cron, timezone or "UTC", datetime.now(UTC), count)
     for instant in instants:
         click.echo(instant.isoformat())
 

@@ -33,8 +33,24 @@ class MigrationError(AwcError):
     """The database schema does not match this awc."""
 
 
+class FieldError(ValueError):
+    """Input awc refuses (a job to enqueue, a schedule, a limit), named by the
+    field at fault and why; the message never quotes the value, which may be
+    a payload or a secret. The CLI answers it as a usage error naming the
+    argument or option the field came from (exit 2)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class JobStateError(AwcError):
     """An operator command named a job that is missing or in the wrong state."""
+
+
+class JobNotFound(JobStateError):
+    """An operator command named a job that does not exist."""
 
 
 def missing_extra(what: str, extra: str) -> AwcError:

@@ -18,10 +18,11 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol, TextIO
 
-from tick.engine.outcomes import LEVEL as LEVELS
-from tick.engine.outcomes import Label
 from tick.redaction import redacted
+from tick.report import FireReport
 from tick.text import clip
+from tick.words import LEVEL as LEVELS
+from tick.words import Label
 
 # Metric label rules shared by every exporter (SPEC §9): an instrument keeps
 # at most this many label sets, and no label value longer than this many
@@ -192,7 +193,7 @@ def bridge_logging(fmt: str) -> None:
     logging.captureWarnings(True)
 
 
-def report_fires(sink: EventSink, done: Any) -> None:
+def report_fires(sink: EventSink, done: FireReport) -> None:
     """One `schedule_fire` event per ledger row a maintenance pass recorded
     (SPEC §15): the schedule, the fire time, its status and its job."""
     for schedule, fire_at, status, job_id in done.fires:

@@ -21,23 +21,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tick.report import COUNTERS, TickReport
 from tick.statements import sql
 
 if TYPE_CHECKING:
     import psycopg
-
-    from tick.engine.report import TickReport
-    from tick.events import EventSink
-
-COUNTS = ("claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
-          "continued", "rescued", "pruned", "fired")
 
 
 @dataclass(frozen=True, slots=True)
 class TickStart:
     """Who is ticking: what the row says before the tick has done anything."""
 
-    driver: str  # tick | loop | lambda | maintenance
+    driver: str  # one of tick.words.DRIVERS
     worker_id: str
     correlation_id: str | None = None
     deadline: float | None = None  # a time.monotonic() instant
@@ -63,8 +58,8 @@ Tail = tuple[str, dict[str, Any]]
 def counts(report: TickReport | None) -> dict[str, Any]:
     """The report as the row's columns."""
     if report is None:
-        return {name: 0 for name in COUNTS} | {"stop_reason": None}
-    return {name: getattr(report, name) for name in COUNTS} | {
+        return {name: 0 for name in COUNTERS} | {"stop_reason": None}
+    return {name: getattr(report, name) for name in COUNTERS} | {
         "stop_reason": report.stop_reason}
 
 
@@ -97,17 +92,6 @@ def opening(start: TickStart, slots: list[str], lease_secs: float) -> Tail:
 def renew(conn: psycopg.Connection[Any], tick_id: int, lease_secs: float) -> None:
     """Push back the deadline of a running stretch's row: it has not died."""
     conn.execute(sql("renew_tick"), {"id": tick_id, "lease_secs": lease_secs})
-
-
-def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) -> None:
-    """Send a `closing` statement on its own, as the end of a run does when
-    the round trip's one did not foresee how the run ended: the jobs are
-    recorded already, so a failure here is a warning event, never the
-    run's failure."""
-    try:
-        conn.execute(sql(tail[0]), tail[1])
-    except Exception as error:
-        events.log("warning", "tick_history_failed", error=type(error).__name__)
 
 
 def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport | None,

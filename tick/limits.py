@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.errors import FieldError
 from tick.producer import INT4_MAX, NAME_LIMIT
 from tick.statements import sql
 from tick.text import text_refusal
+from tick.words import LIMIT_SCOPES
 
 if TYPE_CHECKING:
     import psycopg
@@ -26,20 +28,15 @@ LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "paused", "r
                 "window_claims", "held_back")
 
 
-class LimitError(ValueError):
+class LimitError(FieldError):
     """A limit awc refuses, named by the field at fault; never quoting a value."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
     """One limit row."""
 
-    scope: str  # kind | queue
+    scope: str  # one of tick.words.LIMIT_SCOPES
     name: str
     max_running: int | None = None
     rate: int | None = None
@@ -49,7 +46,7 @@ class Limit:
 def parse_target(target: str) -> tuple[str, str]:
     """`kind:NAME` or `queue:NAME` as (scope, name), or `LimitError`."""
     scope, colon, name = target.partition(":") if isinstance(target, str) else ("", "", "")
-    if not colon or scope not in ("kind", "queue"):
+    if not colon or scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     return scope, _check_name(name)
 
@@ -73,7 +70,7 @@ def _count(value: Any, field: str, low: int) -> int | None:
 
 def check_limit(limit: Limit) -> Limit:
     """`limit` if awc would store it, else `LimitError` naming the field."""
-    if limit.scope not in ("kind", "queue"):
+    if limit.scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     _check_name(limit.name)
     _count(limit.max_running, "max_running", 0)

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from tick.budget import Budget
 from tick.history import TickStart
+from tick.report import ScheduleFire
 from tick.statements import sql
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.schedules.firing import Fired
 
 # Advisory lock keys, one per step ('awc' 'res' / 'awc' 'pru' in ASCII).
 RESCUE_LOCK_KEY = 0x617763_726573
@@ -40,7 +43,7 @@ class MaintenanceResult:
     pruned: int = 0
     fired: int = 0  # schedule fires enqueued (SPEC §15)
     # Every ledger row this pass recorded: (schedule, fire_at, status, job_id).
-    fires: tuple[tuple[str, Any, str, int | None], ...] = ()
+    fires: tuple[ScheduleFire, ...] = ()
     lags: tuple[tuple[str, float], ...] = ()  # schedule -> how late its last fire was
     parked: tuple[tuple[str, str], ...] = ()  # schedules that could not be planned, and why
     tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
@@ -165,7 +168,7 @@ def run_maintenance(
     dead_letter_secs: float | None = None,
     start: TickStart | None = None,
     deadline: float | None = None,
-    report: Callable[[Any], None] | None = None,
+    report: Callable[[Fired], None] | None = None,
 ) -> MaintenanceResult:
     """One bounded pass: rescue, fire the schedules that are due, then prune
     when due. A tick's `deadline` (a `time.monotonic()` instant) bounds the

@@ -12,11 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter as Tally
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, label_value
+from tick.report import Lags, ScheduleFire
 
 if TYPE_CHECKING:
     from prometheus_client.metrics import MetricWrapperBase
@@ -146,7 +148,7 @@ class Metrics:
         for (kind, outcome), n in tally.items():
             self.jobs.labels(kind, outcome).inc(n)
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None:
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None:
         tally: Tally[tuple[str, str]] = Tally(
             (schedule, status) for schedule, _, status, _ in fires)
         for (schedule, status), n in tally.items():

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tick.errors import FieldError
 from tick.statements import sql
 from tick.text import jsonb_refusal, text_refusal
 
@@ -35,14 +36,9 @@ DEDUPE_KEY_LIMIT = 1000  # characters
 INT4_MAX = 2**31 - 1
 
 
-class EnqueueError(ValueError):
+class EnqueueError(FieldError):
     """A job the database would refuse, named by the field at fault; the
     message never quotes the value (it may be a payload or a secret)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.reason = message
 
 
 def _check_text(value: Any, field: str, limit: int) -> str:

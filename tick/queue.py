@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tick.statements import sql
+from tick.words import Record
 
 if TYPE_CHECKING:
     import psycopg
@@ -26,16 +26,6 @@ if TYPE_CHECKING:
 # -priority is a smallint negated, so every key is after -2^31.
 NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
                              "xmax": None, "xip": []}
-
-
-class Record(Enum):
-    """The fenced statement that records an outcome (SPEC §4.2)."""
-
-    COMPLETE = "complete_jobs"
-    RETRY = "retry_jobs"
-    FAIL = "fail_jobs"
-    RELEASE = "release_jobs"
-    CONTINUE = "continue_jobs"
 
 
 class ClaimedRow(NamedTuple):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter as Tally
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -32,10 +33,10 @@ from tick.drivers.compose import engine_for, record_failure, tick_spec
 from tick.drivers.lambda_event import correlation_text, parse_event
 from tick.drivers.lambda_secret import database_url
 from tick.drivers.lambda_warm import Warm
-from tick.engine.outcomes import LEVEL
-from tick.engine.report import TickReport
 from tick.errors import DatabaseError
 from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
+from tick.report import COUNTER_METRICS, Lags, ScheduleFire, TickReport
+from tick.words import LEVEL
 
 NAMESPACE = "awc"
 logger = Logger(service="awc")
@@ -95,7 +96,7 @@ class LambdaObserver:
     def api_error(self, component: str) -> None:
         self.api_errors[component] += 1
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None:
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None:
         for _, _, status, _ in fires:
             self.fires[status] += 1
 
@@ -207,15 +208,9 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
     return report.as_dict()
 
 
-# Every count of the report is a Tick<Name> metric (`continued` was once left out).
-TICK_COUNTS = tuple(f.name for f in fields(TickReport) if f.name not in ("stop_reason",
-                                                                         "duration_s"))
-
-
 def _publish(report: TickReport, observer: LambdaObserver) -> None:
     observer.publish()
-    for name in TICK_COUNTS:
-        metrics.add_metric(name=f"Tick{name.capitalize()}", unit=MetricUnit.Count,
-                           value=getattr(report, name))
+    for counter, name in COUNTER_METRICS:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=getattr(report, counter))
     metrics.add_metric(name="TickDuration", unit=MetricUnit.Seconds, value=report.duration_s)
     metrics.add_metric(name="TickLastSuccess", unit=MetricUnit.Count, value=1)

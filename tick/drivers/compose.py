@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from tick.db import connect
 from tick.engine.api import Engine, maintenance_for
 from tick.engine.registry import import_handler_modules
-from tick.engine.report import TickReport
 from tick.engine.spec import Connect, Maintenance, Observer, RunSpec
 from tick.events import EventSink
 from tick.history import TickStart
 from tick.migrate import migrate, require_current
+from tick.report import TickReport
 from tick.settings import Settings
 
 if TYPE_CHECKING:

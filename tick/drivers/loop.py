@@ -27,11 +27,11 @@ from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.maintain import maintain
-from tick.engine.report import TickReport
 from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents
 from tick.history import TickStart
 from tick.metrics import Metrics
+from tick.report import TickReport
 from tick.settings import Settings
 
 LISTEN_CHANNEL = "awc_jobs"

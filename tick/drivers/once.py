@@ -16,9 +16,9 @@ from tick.drivers.compose import (
     tick_spec,
 )
 from tick.engine.api import Engine
-from tick.engine.report import TickReport
 from tick.errors import AwcError
 from tick.events import StreamEvents
+from tick.report import TickReport
 from tick.settings import Settings
 
 

@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any
 from tick.engine.backoff import Jitter
 from tick.engine.coordinator import Coordinator
 from tick.engine.registry import REGISTRY, Registry
-from tick.engine.report import TickReport
 from tick.engine.slots import WAKE, SlotPool
 from tick.engine.spec import Connect, Maintenance, NullObserver, Observer, RunSpec
 from tick.events import EventSink, NullEvents
 from tick.history import TickStart
 from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
+from tick.report import TickReport
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.schedules.firing import Fired
 
 # The run's types live in tick.engine.spec; they are named here too, as the
 # engine's face always offered them.
@@ -131,7 +133,7 @@ def maintenance_for(
 
     def step(conn: psycopg.Connection[Any], start: TickStart | None,
              deadline: float | None = None,
-             report: Callable[[Any], None] | None = None) -> MaintenanceResult:
+             report: Callable[[Fired], None] | None = None) -> MaintenanceResult:
         return run_maintenance(conn, prune_after_secs,
                                schedule_history_secs=schedule_history_secs,
                                tick_history_secs=tick_history_secs,

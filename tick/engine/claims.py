@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from tick.engine.cursor import Cursor
-from tick.engine.report import StopReason
 from tick.queue import ClaimedRow, ClaimRequest
+from tick.words import StopReason
 
 if TYPE_CHECKING:
     from tick.engine.spec import RunSpec

@@ -29,13 +29,14 @@ from tick.engine.flush import Flush, send, settle
 from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
 from tick.engine.parts import EngineParts
-from tick.engine.report import StopReason, TickReport
 from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
 from tick.history import Tail
-from tick.queue import ClaimedRow, ClaimRequest, Record, lost_claims
+from tick.queue import ClaimedRow, ClaimRequest, lost_claims
+from tick.report import TickReport
+from tick.words import Record, StopReason
 
 # How often the claims of long-running jobs are checked for an operator cancel.
 FENCE_CHECK_SECS = 2.0

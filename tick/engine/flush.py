@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.outcomes import REFUSED_ERROR, error_text, label_of, lost_label
-from tick.engine.report import TickReport
 from tick.engine.slots import Heartbeat, Run
 from tick.events import EventSink, JobEvent
-from tick.queue import ClaimRequest, Record, RoundTrip, Writes, lost_claims, record_each, round_trip
+from tick.queue import ClaimRequest, RoundTrip, Writes, lost_claims, record_each, round_trip
+from tick.report import TickReport
+from tick.words import Record
 
 if TYPE_CHECKING:
     import psycopg

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tick.engine.report import TickReport
 from tick.engine.spec import Maintenance, NullObserver, Observer
 from tick.events import EventSink, report_fires
 from tick.history import TickStart, finish
 from tick.maintenance import MaintenanceResult
+from tick.report import TickReport
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.schedules.firing import Fired
 
 
 def maintenance_report(done: MaintenanceResult) -> TickReport:
@@ -45,7 +47,7 @@ def maintain(
     tick, so its row, if it inserted one, is completed here."""
     watcher = observer or NullObserver()
 
-    def reported(part: Any) -> None:  # one schedule's fires, as they are recorded
+    def reported(part: Fired) -> None:  # one schedule's fires, as they are recorded
         report_fires(events, part)
         if part.fires:
             watcher.schedules_fired(part.fires, part.lags.items())

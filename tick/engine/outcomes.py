@@ -6,17 +6,17 @@ No I/O (table-tested in tests/test_outcome_rules.py):
   records it (`Record`) and the detail stored with it (result or error);
 - `label_of` names what a recorded outcome did, from the statement and the
   state the database reports back;
-- the one vocabulary of labels (`Label`), from which the report's fields,
-  the events' levels and the metrics' `outcome` label are all derived.
+- the labels themselves (`Label`), their levels and report fields are the
+  shared vocabulary of `tick/words.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
-from tick.queue import Record
 from tick.text import json_value_text, printable
+from tick.words import Label, Record
 
 ERROR_LIMIT = 500
 
@@ -62,21 +62,6 @@ class Continue:
             raise ValueError(f"Continue: delay_secs must be a number of seconds in "
                              f"[0, {MAX_DELAY_SECS:.0f}]")
 
-# What a processed job's outcome did (SPEC §9 `outcome`); `released` is a
-# job handed back unfinished (attempt refunded), as the report counts it (§6).
-Label = Literal["completed", "retried", "failed", "cancelled", "discarded", "continued",
-                "released"]
-LABELS: tuple[Label, ...] = get_args(Label)
-REPORT_FIELD: dict[Label, str] = {label: label for label in LABELS}
-LEVEL: dict[Label, str] = {
-    "completed": "info",
-    "retried": "warning",
-    "discarded": "warning",
-    "failed": "error",
-    "cancelled": "error",
-    "continued": "info",
-    "released": "info",
-}
 
 
 def label_of(record: Record, state: str) -> Label:

@@ -17,15 +17,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.flush import Flush, foreseen
-from tick.history import Tail, close_quietly, closing, counts, opening, renew
+from tick.history import Tail, closing, counts, opening, renew
+from tick.statements import sql
 
 if TYPE_CHECKING:
     import psycopg
 
-    from tick.engine.report import StopReason, TickReport
     from tick.engine.spec import RunSpec
     from tick.events import EventSink
     from tick.queue import ClaimRequest
+    from tick.report import TickReport
+    from tick.words import StopReason
 
 
 class HistoryRow:
@@ -118,3 +120,14 @@ class HistoryRow:
         finally:
             if self.spec.continuous:  # the next stretch opens a row of its own
                 self.tick_id, self.renew_at = None, math.inf
+
+
+def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) -> None:
+    """Send a `closing` statement on its own, as the end of a run does when
+    the round trip's one did not foresee how the run ended: the jobs are
+    recorded already, so a failure here is a warning event, never the
+    run's failure."""
+    try:
+        conn.execute(sql(tail[0]), tail[1])
+    except Exception as error:
+        events.log("warning", "tick_history_failed", error=type(error).__name__)

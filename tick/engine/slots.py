@@ -28,8 +28,9 @@ from tick.engine.outcomes import (
     outcome_of,
 )
 from tick.engine.registry import Handler
-from tick.queue import ClaimedRow, Record
+from tick.queue import ClaimedRow
 from tick.tracebacks import exception_traceback, thread_stack
+from tick.words import Record
 
 # What a run's outcome is recorded as: (statement, detail, retry delay,
 # traceback). The detail is the result JSON or the error; the traceback, the

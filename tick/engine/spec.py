@@ -10,25 +10,32 @@ those reaches up to the engine's face for a type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tick.engine.registry import MAX_LEASE_SECS
-from tick.engine.report import TickReport
 from tick.events import JobEvent
 from tick.history import TickStart
 from tick.maintenance import MaintenanceResult
+from tick.report import Lags, ScheduleFire, TickReport
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.schedules.firing import Fired
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
 # A maintenance pass; given a TickStart, it also inserts the tick's history
 # row; given a deadline (a time.monotonic() instant), it ends by then, and
 # hands each schedule's recorded fires to the reporter as it goes.
 Maintenance = Callable[
-    ["psycopg.Connection[Any]", "TickStart | None", "float | None", "Callable[[Any], None] | None"],
+    [
+        "psycopg.Connection[Any]",
+        "TickStart | None",
+        "float | None",
+        "Callable[[Fired], None] | None",
+    ],
     MaintenanceResult,
 ]
 
@@ -42,7 +49,7 @@ class Observer(Protocol):
 
     def api_error(self, component: str) -> None: ...
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None: ...
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None: ...
 
 
 class NullObserver:
@@ -57,7 +64,7 @@ class NullObserver:
     def api_error(self, component: str) -> None:
         pass
 
-    def schedules_fired(self, fires: Any, lags: Any) -> None:
+    def schedules_fired(self, fires: Sequence[ScheduleFire], lags: Lags) -> None:
         pass
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tick.errors import AwcError
 from tick.schedules.times import ScheduleError, check_cron, check_zone, fires, next_fire
 from tick.statements import sql
+from tick.words import MISSED_POLICIES, OVERLAP_POLICIES
 
 if TYPE_CHECKING:
     import psycopg
@@ -81,9 +82,9 @@ class Schedule:
             raise ScheduleError("name", f"must be 1 to {NAME_LIMIT} characters")
         cron = check_cron(self.cron)
         check_zone(self.timezone)
-        if self.missed not in ("latest", "all"):
+        if self.missed not in MISSED_POLICIES:
             raise ScheduleError("missed", "must be latest or all")
-        if self.overlap not in ("allow", "skip"):
+        if self.overlap not in OVERLAP_POLICIES:
             raise ScheduleError("overlap", "must be allow or skip")
         if isinstance(self.catchup_secs, bool) or not isinstance(self.catchup_secs, int) \
                 or not 0 <= self.catchup_secs <= CATCHUP_MAX:

@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from tick.budget import Budget
 from tick.loaders import EARLIEST
+from tick.report import ScheduleFire
 from tick.schedules.times import due_fires
 from tick.statements import sql
+from tick.words import LIVE_STATES, FireStatus
 
 if TYPE_CHECKING:
     import psycopg
 
-Status = Literal["enqueued", "skipped", "missed", "overlap", "manual"]
 
 # Bounds of one call: schedules taken, fires enqueued per schedule (SPEC §15),
 # fires planned per schedule (missed ones included), and time.
@@ -52,7 +53,7 @@ class Due:
 class Plan:
     """What to record for one schedule now."""
 
-    fires: list[tuple[datetime, Status]]
+    fires: list[tuple[datetime, FireStatus]]
     next_fire_at: datetime
 
 
@@ -75,7 +76,7 @@ def plan(due: Due) -> Plan:
     missed = [f for f in found if f < horizon]
     window = [f for f in found if f >= horizon]
     complete = following > due.now  # every due fire is in `found`
-    rows: list[tuple[datetime, Status]] = [(f, "missed") for f in missed]
+    rows: list[tuple[datetime, FireStatus]] = [(f, "missed") for f in missed]
     if due.missed == "all":
         take, rest = window[:ENQUEUED_PER_SCHEDULE], window[ENQUEUED_PER_SCHEDULE:]
         rows += [(f, "enqueued") for f in take]
@@ -87,9 +88,9 @@ def plan(due: Due) -> Plan:
         # Only the newest due fire is enqueued: when more are due than one
         # call plans, this one is not the newest and is skipped too.
         rows.append((newest, "enqueued" if complete else "skipped"))
-    live = due.previous_job_state in ("PENDING", "RUNNING")
+    live = due.previous_job_state in LIVE_STATES
     if due.overlap == "skip":
-        checked: list[tuple[datetime, Status]] = []
+        checked: list[tuple[datetime, FireStatus]] = []
         for fire_at, status in rows:
             if status == "enqueued":
                 if live:
@@ -105,12 +106,12 @@ class Fired:
     """What one firing call recorded."""
 
     enqueued: int = 0
-    rows: list[tuple[str, datetime, str, int | None]] = field(default_factory=list)
+    rows: list[ScheduleFire] = field(default_factory=list)
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
     @property
-    def fires(self) -> list[tuple[str, datetime, str, int | None]]:
+    def fires(self) -> list[ScheduleFire]:
         """The ledger rows, as `tick.events.report_fires` reads them."""
         return self.rows
 
@@ -159,7 +160,7 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
                     >= ENQUEUED_PER_SCHEDULE:
                 capped.append(due.name)
             for fire_at, status, job_id in recorded:
-                part.rows.append((due.name, fire_at, status, job_id))
+                part.rows.append(ScheduleFire(due.name, fire_at, status, job_id))
                 if status == "enqueued":
                     part.enqueued += 1
                     part.lags[due.name] = max((due.now - fire_at).total_seconds(), 0.0)

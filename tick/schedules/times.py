@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from zoneinfo import ZoneInfo
 
+from tick.errors import FieldError
+
 ALIASES = {
     "@hourly": "0 * * * *",
     "@daily": "0 0 * * *",
@@ -28,14 +30,9 @@ ALIASES = {
 _LOOKBACK_MINUTES = 180
 
 
-class ScheduleError(ValueError):
+class ScheduleError(FieldError):
     """A schedule option awc cannot use, named by `field`; never quotes secrets
     (there are none here, but the message stays short and plain)."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def check_cron(expression: str) -> str:

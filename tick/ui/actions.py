@@ -129,10 +129,13 @@ class Bulk:
         if not states:
             return []
         if self.where.id is not None:
-            row = conn.execute(sql("console_job_listed"), {
-                "id": self.where.id, "state": None, "kind": self.where.kind,
-                "queue": self.where.queue}).fetchone()
-            return [self.where.id] if row is not None and row[2] in states else []
+            from psycopg.rows import dict_row
+
+            with conn.cursor(row_factory=dict_row) as cur:
+                row = cur.execute(sql("console_job_listed"), {
+                    "id": self.where.id, "state": None, "kind": self.where.kind,
+                    "queue": self.where.queue}).fetchone()
+            return [self.where.id] if row is not None and row["state"] in states else []
         rows = conn.execute(sql("console_bulk_candidates"), {
             "states": states, "kind": self.where.kind, "queue": self.where.queue,
             "older_secs": None, "cap": BULK_CAP}).fetchall()

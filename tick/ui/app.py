@@ -16,7 +16,6 @@ never a traceback.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -25,24 +24,19 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 from starlette.types import Message, Receive, Scope, Send
 
-from tick.events import EventSink, StreamEvents
-from tick.text import clip
-from tick.ui.access import SESSION_COOKIE, Gate
-from tick.ui.filters import notice
-from tick.ui.render import FILTERS
+from tick.events import EventSink
+from tick.ui.access import SESSION_COOKIE
+from tick.ui.console import HERE, REPORTED, Console
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
-HERE = Path(__file__).resolve().parent
 MAX_BODY = 64 * 1024  # every form the console has fits in far less
 # A body (its headers arrived) must arrive whole within this: a client
 # dripping it must not hold a connection (tick/ui/serve.py bounds the rest).
 BODY_SECS = 10.0
-REPORTED = "awc.reported"  # the scope key saying this request's error event is written
 
 HEADERS = {
     "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -54,48 +48,6 @@ HEADERS = {
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
 }
-
-
-class Console:
-    """One console: its pool, its gate and whether it may act."""
-
-    def __init__(self, pool: ConnectionPool[Any], token: str, read_only: bool,
-                 events: EventSink | None = None) -> None:
-        self.pool = pool
-        self.gate = Gate(token)
-        self.read_only = read_only
-        self.events = events if events is not None else StreamEvents()
-        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters.update(FILTERS)
-
-    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
-        session = request.scope.get("awc.session")
-        return self.templates.TemplateResponse(request, name, {
-            "csrf": session.csrf if session else "", "read_only": self.read_only,
-            "signed_in": session is not None, "path": request.url.path,
-            "notice": notice(request.query_params, request.url.path), **context},
-            status_code=status)
-
-    def problem(self, request: Request, status: int, message: str,
-                error: str | None = None) -> Response:
-        """The error page every refusal and failure answers, and its one event."""
-        self.report(request.scope, status, error)
-        return self.page(request, "problem.html", status, status_code=status, message=message)
-
-    def report(self, scope: Scope, status: int, error: str | None = None) -> None:
-        """One `console_error` event per failed request (SPEC §3): its status,
-        method and path, and for a 500 the exception's class only, since a
-        message may quote a payload or a connection string."""
-        reported = scope.get(REPORTED)
-        if reported is not None:
-            if reported:
-                return
-            reported.append(True)  # the list is shared by copies of the scope
-        fields: dict[str, Any] = {"status": status, "method": scope.get("method", ""),
-                                  "path": clip(scope.get("path", ""), 200)}
-        if error is not None:
-            fields["error"] = error
-        self.events.log("error" if status >= 500 else "warning", "console_error", **fields)
 
 
 def build_app(pool: ConnectionPool[Any], token: str, read_only: bool,

@@ -17,9 +17,8 @@ from urllib.parse import urlencode
 
 from tick.producer import NAME_LIMIT
 from tick.text import text_refusal
+from tick.words import DRIVERS, JOB_STATES, LIMIT_SCOPES
 
-STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-DRIVERS = ("tick", "loop", "lambda", "maintenance")
 MAX_ID = 2**63 - 1
 
 
@@ -64,8 +63,8 @@ class JobFilter:
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> JobFilter:
         state = params.get("state", "").strip().upper() or None
-        if state is not None and state not in STATES:
-            raise BadInput("state must be one of " + ", ".join(STATES))
+        if state is not None and state not in JOB_STATES:
+            raise BadInput("state must be one of " + ", ".join(JOB_STATES))
         return cls(state, _name(params, "kind"), _name(params, "queue"), _id(params, "id"))
 
     def query(self, **more: object) -> str:
@@ -163,7 +162,7 @@ def schedule_name(params: Mapping[str, str], field: str = "after") -> str:
 def limit_target(params: Mapping[str, str], field: str = "target") -> tuple[str, str]:
     """A Limits page action's `kind:NAME` or `queue:NAME` (SPEC §22)."""
     scope, colon, name = params.get(field, "").partition(":")
-    if not colon or scope not in ("kind", "queue"):
+    if not colon or scope not in LIMIT_SCOPES:
         raise BadInput(f"{field} must be kind:NAME or queue:NAME")
     found = _name({field: name}, field)
     if found is None or found != name:

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from tick.errors import AwcError, DatabaseError, JobStateError, MigrationError
+from tick.errors import AwcError, DatabaseError, JobNotFound, JobStateError, MigrationError
 from tick.ui import actions, reads
 from tick.ui.access import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECS, csrf_matches
 from tick.ui.chart import throughput_svg
@@ -37,7 +37,7 @@ from tick.ui.filters import (
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from tick.ui.app import Console
+    from tick.ui.console import Console
 
 Endpoint = Callable[..., Any]
 
@@ -58,9 +58,10 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
         return call()
     except BadInput as error:
         return console.problem(request, 400, f"awc: {error}")
-    except (JobStateError, ScheduleNotFound, ScheduleUnusable) as error:
-        missing = "does not exist" in str(error)
-        return console.problem(request, 404 if missing else 409, f"awc: {error}")
+    except (JobNotFound, ScheduleNotFound) as error:
+        return console.problem(request, 404, f"awc: {error}")
+    except (JobStateError, ScheduleUnusable) as error:
+        return console.problem(request, 409, f"awc: {error}")
     except ScheduleError as error:
         # A schedule written past `add`'s checks (parked by firing): its
         # cron or time zone cannot be used, so it cannot be resumed either.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
 from tick.ui.filters import JobFilter
+from tick.words import DEAD_STATES, JOB_STATES
 
 if TYPE_CHECKING:
     import psycopg
@@ -52,8 +53,7 @@ def overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     states = dict(cur["console_state_counts"].fetchall())
     estimate = cur["console_table_estimate"].fetchone()
     age = cur["oldest_ready_age"].fetchone()
-    counted = {state: int(states.get(state, 0)) for state in
-               ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")}
+    counted = {state: int(states.get(state, 0)) for state in JOB_STATES}
     return {
         "states": counted,
         # A table never analyzed has no estimate: at least what was counted.
@@ -107,7 +107,7 @@ def jobs(conn: psycopg.Connection[Any], where: JobFilter, before: int | None, *,
     params = {"before": before if before is not None else MAX_ID, "after": after or 0,
               "newer": newer, "limit": PAGE + 1, "state": where.state, "kind": where.kind,
               "queue": where.queue, "payload": payload}
-    if where.state in ("FAILED", "CANCELLED"):
+    if where.state in DEAD_STATES:
         rows = sorted(_rows(conn.execute(sql("console_dead_jobs"), params)),
                       key=lambda r: r["id"], reverse=not newer)
         more = len(rows) > PAGE

@@ -1,13 +1,19 @@
-"""`TickReport` (SPEC §6): what one tick did, with exactly the spec's keys."""
+"""`TickReport` (SPEC §6): what one tick did, with exactly the spec's keys.
+
+Below history, events, metrics and the engine, so each reads it without an
+import upward. Its counters are listed once, here (`COUNTERS`), derived from
+its fields: the history row's columns, the Lambda's published metrics and
+the tables that show them all read that list.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
 
-from tick.engine.outcomes import REPORT_FIELD, Label
-
-StopReason = Literal["drained", "max_jobs", "deadline", "stopped"]
+from tick.words import REPORT_FIELD, FireStatus, Label, StopReason
 
 
 @dataclass(slots=True)
@@ -56,3 +62,43 @@ class TickReport:
 
 
 _FIELDS = tuple(f.name for f in fields(TickReport))
+
+# Every count of the report, in field order: every field but how and when it
+# stopped. A field added to TickReport is counted everywhere at once.
+COUNTERS: tuple[str, ...] = tuple(
+    name for name in _FIELDS if name not in ("stop_reason", "duration_s")
+)
+
+
+def metric_name(counter: str) -> str:
+    """The name a counter is published under as a metric: `Tick<Counter>`."""
+    return f"Tick{counter.capitalize()}"
+
+
+# (counter, metric name) for every counter: what the Lambda publishes.
+COUNTER_METRICS: tuple[tuple[str, str], ...] = tuple((c, metric_name(c)) for c in COUNTERS)
+
+
+class ScheduleFire(NamedTuple):
+    """One ledger row a maintenance pass recorded (SPEC §15)."""
+
+    schedule: str
+    fire_at: datetime
+    status: FireStatus
+    job_id: int | None  # the job it enqueued, if it did
+
+
+class FireReport(Protocol):
+    """What a maintenance pass (or one schedule's part of it) fired, as the
+    events and metrics report it: its ledger rows, how late each schedule's
+    last enqueued fire was, and the schedules it could not plan."""
+
+    @property
+    def fires(self) -> Sequence[ScheduleFire]: ...
+
+    @property
+    def parked(self) -> Sequence[tuple[str, str]]: ...  # (schedule, why)
+
+
+# Seconds late per schedule: (schedule, lag) pairs.
+Lags = Iterable[tuple[str, float]]

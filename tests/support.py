@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,9 @@ from typing import Any
 
 import psycopg
 from tick.handlers.stores.s3 import S3Store
+
+from tick.engine.registry import Registry, handler
+from tick.producer import enqueue_many
 
 ROOT = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
@@ -318,6 +322,27 @@ def new_browser() -> Any:
     return browser
 
 
+def need_browser() -> None:
+    """Fail in CI, skip elsewhere, when Debian's browser is missing."""
+    import pytest
+
+    if CHROMIUM and DRIVER:
+        return
+    message = "needs Debian's chromium and chromium-driver (.ci/run installs them)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def dead_letters(conn: psycopg.Connection[Any], n: int) -> list[int]:
+    """`n` mail jobs that failed for good; their ids."""
+    ids = enqueue_many(conn, [{"kind": "mail", "payload": {"n": i}} for i in range(n)])
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', attempts = max_attempts, "
+                 "last_error = 'SMTPError: 550 mailbox unavailable', finished_at = now() "
+                 "WHERE id = ANY(%s)", (ids,))
+    return ids
+
+
 def sign_in(browser: Any, base: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -398,3 +423,39 @@ def seq_scanned(text: str, relation: str) -> bool:
     """True if the plan reads `relation` with a sequential scan."""
     return any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation
                for n in nodes(text))
+
+
+# -- engines and the Lambda ----------------------------------------------------------
+
+
+def registry_with(**fns: Any) -> Registry:
+    """A registry with one handler per keyword: kind=function."""
+    reg = Registry()
+    for kind, fn in fns.items():
+        handler(kind, registry=reg)(fn)
+    return reg
+
+
+# What EventBridge Scheduler sends with awc's template Input.
+SCHEDULER_EVENT = {
+    "scheduled_time": "2026-11-29T10:00:00Z",
+    "execution_id": "c7a6f0e2-5d2b-4a7e-9a1e-2f6f3c1d9b10",
+}
+
+
+class Context:
+    """A Lambda context with a fixed remaining time."""
+
+    function_name = "awc-tick"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:awc-tick:live"
+    log_group_name = "/aws/lambda/awc-tick"
+    log_stream_name = "2026/11/29/[$LATEST]abc"
+
+    def __init__(self, remaining_s: float = 10) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self._end = time.monotonic() + remaining_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self._end - time.monotonic()) * 1000)

@@ -7,7 +7,6 @@ Without them (a developer machine) these tests say so and skip; in CI
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +14,8 @@ import psycopg
 import pytest
 
 from tests.support import (
-    CHROMIUM,
-    DRIVER,
+    dead_letters,
+    need_browser,
     new_browser,
     read_stderr,
     sign_in,
@@ -30,18 +29,9 @@ pytestmark = pytest.mark.timeout(180)
 
 
 
-def _need_browser() -> None:
-    if CHROMIUM and DRIVER:
-        return
-    message = "needs Debian's chromium and chromium-driver (.ci/run installs them)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    _need_browser()
+    need_browser()
     driver = new_browser()
     yield driver
     driver.quit()
@@ -49,7 +39,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def console(awc_env: dict[str, str]) -> Iterator[str]:
-    _need_browser()
+    need_browser()
     proc, base = start_console(awc_env)
     read_stderr(proc)
     yield base
@@ -66,14 +56,6 @@ def _state_on_page(browser: Any) -> str:
         return str(found[0].text) if found else ""
     except StaleElementReferenceException:  # the page changed under the lookup
         return ""
-
-
-def dead_letters(conn: psycopg.Connection[Any], n: int) -> list[int]:
-    ids = enqueue_many(conn, [{"kind": "mail", "payload": {"n": i}} for i in range(n)])
-    conn.execute("UPDATE awc.jobs SET state = 'FAILED', attempts = max_attempts, "
-                 "last_error = 'SMTPError: 550 mailbox unavailable', finished_at = now() "
-                 "WHERE id = ANY(%s)", (ids,))
-    return ids
 
 
 def test_sign_in_filter_paginate_open_a_dead_letter_and_retry_it(

@@ -11,15 +11,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import new_browser, read_stderr, sign_in, start_console, stop
-from tests.test_console_browser import _need_browser, dead_letters
+from tests.support import (
+    dead_letters,
+    need_browser,
+    new_browser,
+    read_stderr,
+    sign_in,
+    start_console,
+    stop,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
 def narrow(awc_env: dict[str, str]) -> Iterator[tuple[Any, str]]:
-    _need_browser()
+    need_browser()
     proc, base = start_console(awc_env)
     read_stderr(proc)
     browser = new_browser()

@@ -17,15 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import ROOT, job_row
+from tests.support import ROOT, SCHEDULER_EVENT, Context, job_row
 from tick.errors import SettingsError
 from tick.producer import enqueue, enqueue_many
 
-# What EventBridge Scheduler sends with awc's template Input.
-SCHEDULER_EVENT = {
-    "scheduled_time": "2026-11-29T10:00:00Z",
-    "execution_id": "c7a6f0e2-5d2b-4a7e-9a1e-2f6f3c1d9b10",
-}
 # The classic EventBridge (CloudWatch Events) "Scheduled Event" envelope.
 CLASSIC_EVENT = {
     "version": "0",
@@ -38,24 +33,6 @@ CLASSIC_EVENT = {
     "resources": ["arn:aws:events:eu-west-1:123456789012:rule/awc-tick"],
     "detail": {},
 }
-
-
-class Context:
-    """A Lambda context with a fixed remaining time."""
-
-    function_name = "awc-tick"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:awc-tick:live"
-    log_group_name = "/aws/lambda/awc-tick"
-    log_stream_name = "2026/11/29/[$LATEST]abc"
-
-    def __init__(self, remaining_s: float = 10) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self._end = time.monotonic() + remaining_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self._end - time.monotonic()) * 1000)
 
 
 @pytest.mark.parametrize("event", [SCHEDULER_EVENT, CLASSIC_EVENT, {}],

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from tests.support import run_awc, spawn, wait_for
+from tests.support import registry_with, run_awc, spawn, wait_for
 from tick.db import connect
 from tick.history import ticks
 from tick.producer import enqueue
@@ -54,7 +54,6 @@ def test_a_live_stretch_longer_than_its_lease_never_shows_died(
 ) -> None:
     """The row's deadline is a lease the running loop renews (once half is
     spent, never on the hot path); its report completes it at the end."""
-    from tests.test_tick import registry_with
     from tick.engine.api import Engine, RunSpec
     from tick.history import TickStart
 
@@ -95,7 +94,6 @@ def test_a_stretch_row_costs_the_loop_no_round_trip(conn: psycopg.Connection[Any
     """SPEC §16: opened in its first claim's round trip, completed in its
     last; the same exchanges as a loop that keeps no history."""
     from tests.exchanges import exchanges
-    from tests.test_tick import registry_with
     from tick.engine.api import Engine, RunSpec
     from tick.history import TickStart
     from tick.producer import enqueue_many

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from tests.support import job_row
+from tests.support import job_row, registry_with
 from tick import Complete, Fail, JobContext, LeaseLost, Retry, tick
 from tick.admin import cancel
 from tick.db import connect
@@ -23,13 +23,6 @@ from tick.queue import ClaimRequest, Writes, round_trip
 class Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
     n: int
-
-
-def registry_with(**fns: Any) -> Registry:
-    reg = Registry()
-    for kind, fn in fns.items():
-        handler(kind, registry=reg)(fn)
-    return reg
 
 
 def run_tick(conn: psycopg.Connection[Any], reg: Registry, **kw: Any) -> Any:

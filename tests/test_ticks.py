@@ -12,7 +12,15 @@ from typing import Any
 import psycopg
 
 from tests.exchanges import exchanges
-from tests.support import refuse_claims, run_awc, spawn, wait_for
+from tests.support import (
+    SCHEDULER_EVENT,
+    Context,
+    refuse_claims,
+    registry_with,
+    run_awc,
+    spawn,
+    wait_for,
+)
 from tick.producer import enqueue, enqueue_many
 
 
@@ -116,7 +124,6 @@ def test_status_gives_the_age_of_the_last_successful_tick_while_ticks_keep_faili
 def test_a_lambda_invocation_is_named_by_its_scheduler_execution(
     lam: Any, conn: psycopg.Connection[Any]
 ) -> None:
-    from tests.test_lambda import SCHEDULER_EVENT, Context
 
     enqueue(conn, "noop")
     report = lam.handler(SCHEDULER_EVENT, Context(10))
@@ -161,7 +168,6 @@ def test_the_history_row_costs_no_round_trip(conn: psycopg.Connection[Any]) -> N
     import threading
     import time
 
-    from tests.test_tick import registry_with
     from tick.engine.api import Engine, RunSpec, maintenance_for
     from tick.history import TickStart
 
@@ -194,7 +200,6 @@ def test_a_row_the_last_round_trip_foresaw_wrongly_is_corrected(
     import threading
     import time
 
-    from tests.test_tick import registry_with
     from tick.admin import cancel
     from tick.db import connect
     from tick.engine.api import Engine, RunSpec, maintenance_for

@@ -12,8 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import run_awc
-from tests.test_lambda import Context
+from tests.support import Context, run_awc
 from tick.producer import enqueue
 
 SECRET = "Pw7sEcReT"  # a password that must never be printed

@@ -193,3 +193,28 @@ def lam(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     yield module
     module.WARM.drop()
     module.WARM = module.Warm()
+
+
+# The developer's inner loop is `pytest -m "not slow"` (README, Development):
+# about a minute. These modules spawn processes, browsers, image builds or
+# servers, or walk large tables; every test in them is `slow`, so CI (which
+# runs everything) and the inner loop differ only by this list and the
+# tests marked one by one.
+SLOW_MODULES = frozenset({
+    "test_bench_horizon", "test_bounded", "test_checkpoints", "test_cli_failures",
+    "test_clocks", "test_console", "test_console_browser", "test_console_connections",
+    "test_console_errors", "test_console_narrow", "test_console_operator", "test_console_plans",
+    "test_container", "test_demo", "test_deploy", "test_error_history", "test_gc_property",
+    "test_gc_safety", "test_gc_sweep", "test_handlers", "test_host_settings", "test_lambda",
+    "test_limit_costs", "test_limits", "test_long_walks", "test_loop", "test_loop_history",
+    "test_operator_actions", "test_operator_cli", "test_packaging", "test_processes",
+    "test_refused_outcomes", "test_schedules", "test_silent_database", "test_stores",
+    "test_supervisor", "test_tick", "test_tick_log", "test_ticks", "test_timestamps",
+    "test_url_secrets",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -135,6 +135,13 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     return done
 
 
+def retry_state(attempts: int, max_attempts: int) -> str:
+    """The state a Retry leaves: FAILED once attempts are spent, else
+    PENDING. retry_jobs.sql decides the same in SQL; tests/test_claim_channels.py
+    holds the two together."""
+    return "FAILED" if attempts >= max_attempts else "PENDING"
+
+
 def foreseen(report: TickReport, batch: Flush) -> TickReport:
     """`report` as it will be once `batch` is settled, if every write lands
     (the fence refuses none): a Retry at max_attempts is `failed`."""
@@ -142,9 +149,9 @@ def foreseen(report: TickReport, batch: Flush) -> TickReport:
 
     ahead = replace(report)
     for run, record in batch.written.values():
-        spent = run.row.attempts >= run.row.max_attempts
         state = {Record.COMPLETE: "COMPLETED", Record.FAIL: "FAILED",
-                 Record.RETRY: "FAILED" if spent else "PENDING"}.get(record, "PENDING")
+                 Record.RETRY: retry_state(run.row.attempts, run.row.max_attempts)
+                 }.get(record, "PENDING")
         ahead.count(label_of(record, state))
     return ahead
 

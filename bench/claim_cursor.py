@@ -24,15 +24,13 @@ from typing import Any
 from bench.common import (
     before_url,
     bench_url,
-    enqueue_noops,
     install_before,
     machine,
     median,
     report,
-    reset,
     rev_before_adding,
 )
-from bench.drain import drain_prepared
+from bench.drain import drain_fresh
 from bench.horizon import cluster
 from tick.db import connect
 
@@ -42,13 +40,6 @@ BEFORE_DB = "awc_bench_before_cursor"
 def before_rev() -> str:
     """The commit before the claim's cursor landed."""
     return rev_before_adding("migrations/0012_claim_cursor.sql", "claim_cursor")
-
-
-def one(url: str, jobs: int, concurrency: int, site: str | None) -> float:
-    with connect(url) as conn:
-        reset(conn)
-        enqueue_noops(conn, jobs)
-    return drain_prepared(url, jobs, concurrency, awc_path=site)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -67,8 +58,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         old_url = before_url(site, BEFORE_DB, admin)
         before, now = [], []
         for _ in range(args.runs):  # interleaved: the machine's noise falls on both
-            before.append(one(old_url, args.jobs, args.concurrency, site))
-            now.append(one(url, args.jobs, args.concurrency, None))
+            before.append(drain_fresh(old_url, args.jobs, args.concurrency, site))
+            now.append(drain_fresh(url, args.jobs, args.concurrency))
         with connect(url) as conn:
             context = {"machine": machine(conn), "server": server, "before_rev": rev,
                        "jobs": args.jobs, "runs": args.runs, "concurrency": args.concurrency}

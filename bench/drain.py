@@ -91,6 +91,16 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
     return jobs / seconds
 
 
+def drain_fresh(url: str, jobs: int, concurrency: int, site: str | None = None,
+                kind: str = "noop") -> float:
+    """An empty queue, `jobs` jobs of `kind` enqueued, then drained by the
+    awc installed at `site` (None: this checkout): its jobs/s."""
+    with connect(url) as conn:
+        reset(conn)
+        enqueue_noops(conn, jobs, kind=kind)
+    return drain_prepared(url, jobs, concurrency, awc_path=site)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=20_000)

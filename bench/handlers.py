@@ -27,15 +27,13 @@ from bench.common import (
     ROOT,
     before_url,
     bench_url,
-    enqueue_noops,
     install_before,
     machine,
     median,
     report,
-    reset,
     server_url,
 )
-from bench.drain import drain_prepared
+from bench.drain import drain_fresh
 from tick.db import connect
 
 BEFORE_DB = "awc_bench_handlers_before"
@@ -51,13 +49,6 @@ def before_rev() -> str:
         raise SystemExit("bench.handlers: the performance work's first commit is not in this "
                          "history; give --before")
     return f"{found[-1]}^"
-
-
-def one(url: str, kind: str, jobs: int, concurrency: int, site: str | None = None) -> float:
-    with connect(url) as conn:
-        reset(conn)
-        enqueue_noops(conn, jobs, kind=kind)
-    return drain_prepared(url, jobs, concurrency, awc_path=site)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -76,9 +67,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for _ in range(args.runs):  # interleaved: the machine's noise falls on both
             for kind in KINDS:
                 got.setdefault((kind, "before"), []).append(
-                    one(old_url, kind, args.jobs, args.concurrency, site))
+                    drain_fresh(old_url, args.jobs, args.concurrency, site, kind))
                 got.setdefault((kind, "now"), []).append(
-                    one(url, kind, args.jobs, args.concurrency))
+                    drain_fresh(url, args.jobs, args.concurrency, kind=kind))
     with psycopg.connect(server_url(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BEFORE_DB}")
     figures: dict[str, Any] = {}

@@ -66,7 +66,7 @@ class Claims:
             leases_json=self._leases_json,
             kinds=spec.kinds,
             queues=spec.queues,
-            cursor=self.cursor.params(time.monotonic()),
+            cursor=self.cursor.params(now),
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],

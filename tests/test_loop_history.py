@@ -64,7 +64,10 @@ def test_a_live_stretch_longer_than_its_lease_never_shows_died(
             time.sleep(0.2)
 
     engine = Engine(lambda: connect(db_url), registry=registry_with(long=long))
-    spec = RunSpec(history=TickStart("loop", "w-live"), continuous=True, lease_secs=2,
+    # A 3 s lease is renewed at 1.5 s intervals: the row keeps 1.5 s of slack
+    # for a coordinator slowed by a loaded machine, and still turns over
+    # twice during the 5 s job.
+    spec = RunSpec(history=TickStart("loop", "w-live"), continuous=True, lease_secs=3,
                    concurrency=1, poll_interval_s=0.2)
     stop = threading.Event()
     runner = threading.Thread(target=engine.run, args=(spec, stop))

@@ -191,7 +191,9 @@ class Coordinator:
             return True
 
     def _wait(self, now: float) -> None:
-        horizon = min(now + MAX_WAIT_SECS, self.next_expiry)
+        # Wake for the stretch row's renewal too: a handler that sends no
+        # heartbeat must not leave the row to lapse into `died` while it runs.
+        horizon = min(now + MAX_WAIT_SECS, self.next_expiry, self.row.renew_at)
         if self.running:
             horizon = min(horizon, self.next_fence_check)
         if self.claims.idle(now):

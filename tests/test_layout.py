@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
      "tick.report"),
-    ("tick.queue", "tick.producer", "tick.maintenance", "tick.admin", "tick.schedules",
+    ("tick.queue", "tick.producer", "tick.parts", "tick.maintenance", "tick.admin", "tick.schedules",
      "tick.limits", "tick.bulk"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry"),

@@ -34,8 +34,8 @@ from tick.parts import PARTS
 WEEK = 7 * 86400
 COLUMNS = "id, kind, state, attempts, run_at, started_at, finished_at, result, updated_at"
 # Ids from awc.jobs' own sequence: a part has no default of its own.
-ROWS = "SELECT nextval(pg_get_serial_sequence('awc.jobs', 'id')), 'noop', 'COMPLETED', 1, now(), now(), {when}, 'null'::jsonb, now() " \
-       "FROM generate_series(1, %s)"
+ROWS = ("SELECT nextval(pg_get_serial_sequence('awc.jobs', 'id')), 'noop', 'COMPLETED', 1, "
+        "now(), now(), {when}, 'null'::jsonb, now() FROM generate_series(1, %s)")
 
 
 def left_behind(conn: Any, relation: str) -> dict[str, Any]:

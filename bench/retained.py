@@ -21,8 +21,8 @@ from tick.db import connect
 # Finished rows as awc leaves them: one attempt, lease cleared, result kept,
 # in the finished part completions go to (SPEC §24, migration 0013).
 RETAIN = """
-INSERT INTO awc.jobs_done_{part} (id, kind, state, attempts, run_at, started_at, finished_at, result,
-                                  updated_at)
+INSERT INTO awc.jobs_done_{part} (id, kind, state, attempts, run_at, started_at, finished_at,
+                                  result, updated_at)
 SELECT nextval(pg_get_serial_sequence('awc.jobs', 'id')), 'noop', 'COMPLETED', 1, now(), now(),
        now(), 'null'::jsonb, now()
 FROM generate_series(1, %s)

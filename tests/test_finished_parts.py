@@ -91,7 +91,7 @@ def test_the_completion_names_every_column_of_the_table_in_order(
         "SELECT attname FROM pg_attribute WHERE attrelid = 'awc.jobs'::regclass "
         "AND attnum > 0 AND NOT attisdropped ORDER BY attnum")]
     # The result's expression holds two commas of its own.
-    fields = fields[:12] + [", ".join(fields[12:14])] + fields[14:]
+    fields = [*fields[:12], ", ".join(fields[12:14]), *fields[14:]]
     assert len(fields) == len(columns), (fields, columns)
     for field, column in zip(fields, columns, strict=True):
         if field.startswith("d."):

@@ -7,14 +7,12 @@ claim, and a job put back to PENDING after the upgrade is stamped and found.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import psycopg
 import pytest
 
+from tests.support import at_version
 from tick.db import connect
 from tick.engine.cursor import Cursor
-from tests.support import at_version
 from tick.migrate import migrate, shipped
 from tick.queue import ClaimRequest, Writes, round_trip
 from tick.statements import sql

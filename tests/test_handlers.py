@@ -7,8 +7,8 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
-from psycopg.types.json import Jsonb
 import pytest
+from psycopg.types.json import Jsonb
 from tick.handlers.kinds.ttl import Step, next_step
 from tick.handlers.producer import create_workspace, ensure_tenant, register_snapshot
 from tick.handlers.runtime import runtime

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("console", ["--jobs", "100000" if q else "1000000", "--runs", "3" if q else "5"]),
         # SPEC §24: each on a server of its own with autovacuum on (bench/horizon.py).
         ("horizon", ["--slices", "3" if q else "10", "--slice-jobs", "20000" if q else "100000"]),
+        ("prune", ["--finished", "500000" if q else "5000000"]),
         ("claim_cursor", ["--runs", "3" if q else "9", "--jobs", "5000" if q else "20000"]),
         ("horizon_steady", ["--rate", "3000", "--clean-secs", "20" if q else "60",
                             "--pinned-secs", "40" if q else "180",
@@ -174,6 +175,9 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
     ("pinned horizon, claim buffers per call, last slice vs first",
      lambda g: g["horizon"]["pinned_claim_buffers_last"],
      lambda g: g["horizon"]["pinned_claim_buffers_first"], "(reported)", lambda r: True, ""),
+    ("retention of 5M completed jobs under a pin, s: by parts vs batch DELETE",
+     lambda g: g["prune"]["parts_secs"], lambda g: g["prune"]["delete_secs"], "<= 0.1",
+     lambda r: r <= 0.1, ""),
     ("steady load, jobs/s, worst pinned window vs clean",
      lambda g: g["horizon_steady"]["worst_pinned_jobs_per_s"],
      lambda g: g["horizon_steady"]["clean_jobs_per_s"], ">= 0.9", lambda r: r >= 0.9, ""),

@@ -36,15 +36,15 @@ def server_url() -> str:
     return os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL") or DEFAULT_SERVER
 
 
-def bench_url(admin: str | None = None) -> str:
-    """A migrated `awc_bench` database on the named server (or on `admin`'s,
-    for a bench that starts a server of its own: bench.horizon)."""
+def bench_url(admin: str | None = None, database: str = BENCH_DB) -> str:
+    """A migrated `awc_bench` database (or `database`) on the named server (or
+    on `admin`'s, for a bench that starts a server of its own: bench.horizon)."""
     admin = admin or server_url()
     with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BENCH_DB,))
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
         if exists.fetchone() is None:
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    url = make_conninfo(admin, dbname=BENCH_DB)
+            conn.execute(f'CREATE DATABASE "{database}"')
+    url = make_conninfo(admin, dbname=database)
     with connect(url) as conn:
         migrate(conn)
     return url

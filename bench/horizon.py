@@ -103,7 +103,10 @@ def pinned_horizon(url: str) -> Iterator[int | None]:
     conn = psycopg.connect(url)
     try:
         conn.isolation_level = IsolationLevel.REPEATABLE_READ
-        conn.execute("SELECT 1 FROM awc.jobs LIMIT 1")
+        # The snapshot holds the horizon, not a lock: it reads no awc table,
+        # so retention's TRUNCATE of a finished part (bench.prune) is not
+        # kept waiting as a pg_dump's locks would keep it.
+        conn.execute("SELECT 1")
         row = conn.execute("SELECT backend_xmin::text::bigint FROM pg_stat_activity "
                            "WHERE pid = pg_backend_pid()").fetchone()
         yield None if row is None or row[0] is None else int(row[0])
@@ -234,42 +237,65 @@ def table_state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "all_indexes_mib": round(int(row[6]) / mib, 1)}
 
 
-def one_drain(url: str, slices: int, slice_jobs: int, concurrency: int,
-              pinned: bool) -> dict[str, Any]:
-    """Enqueue slices x slice_jobs no-op jobs, then drain them slice by slice;
-    with `pinned`, under a horizon pinned from before the first enqueue."""
-    with connect(url) as conn:
-        reset(conn)
-        stats = has_statement_stats(conn)
-        before = table_state(conn)
-    rates: list[float] = []
-    claims: list[dict[str, dict[str, float]]] = []
-    top: list[list[dict[str, Any]]] = []
-    explains: dict[str, dict[str, Any]] = {}
-    holder = pinned_horizon(url) if pinned else nothing_pinned()
-    with holder as xmin:
+class Drain:
+    """One side of the comparison in a database of its own: `slices` x
+    `slice_jobs` no-op jobs enqueued at once, then drained slice by slice;
+    `pinned`, under a horizon pinned in its database from before the first
+    enqueue (a snapshot in one database does not hold another's tables
+    back, so the free side runs beside it untouched)."""
+
+    def __init__(self, url: str, slices: int, slice_jobs: int, concurrency: int,
+                 pinned: bool) -> None:
+        self.url, self.slice_jobs, self.concurrency = url, slice_jobs, concurrency
+        self.slices, self.pinned = slices, pinned
+        self.rates: list[float] = []
+        self.claims: list[dict[str, dict[str, float]]] = []
+        self.costliest: list[list[dict[str, Any]]] = []
+        self.explains: dict[str, dict[str, Any]] = {}
+        with connect(url) as conn:
+            reset(conn)
+            self.stats = has_statement_stats(conn)
+            self.before = table_state(conn)
+        self.after: dict[str, Any] = {}
+        self._holder = pinned_horizon(url) if pinned else nothing_pinned()
+        self.pinned_xmin = self._holder.__enter__()
         with connect(url) as conn:
             enqueue_noops(conn, slices * slice_jobs, batch=50_000)
             conn.execute("ANALYZE awc.jobs")
-        for k in range(slices):
-            if k in (0, slices - 1):
-                explains["first" if k == 0 else "last"] = explain_claim(url, concurrency)
-            if stats:
-                with connect(url) as conn:
-                    conn.execute("SELECT pg_stat_statements_reset()")
-            rates.append(drain_prepared(url, slice_jobs, concurrency,
-                                        first_id=k * slice_jobs + 1))
-            if stats:
-                with connect(url) as conn:
-                    claims.append(statement_costs(conn))
-                    top.append(costliest(conn))
-            print(f"  {'pinned' if pinned else 'free'} slice {k + 1}/{slices}: "
-                  f"{rates[-1]:.0f} jobs/s", flush=True)
-        with connect(url) as conn:
-            after = table_state(conn)
-    return {"rates": rates, "claims": claims, "costliest": top, "explains": explains,
-            "before": before,
-            "after": after, "pinned_xmin": xmin}
+
+    def slice(self, k: int) -> float:
+        if k in (0, self.slices - 1):
+            self.explains["first" if k == 0 else "last"] = explain_claim(self.url,
+                                                                         self.concurrency)
+        if self.stats:
+            with connect(self.url) as conn:
+                conn.execute("SELECT pg_stat_statements_reset()")
+        self.rates.append(drain_prepared(self.url, self.slice_jobs, self.concurrency,
+                                         first_id=k * self.slice_jobs + 1))
+        if self.stats:
+            with connect(self.url) as conn:
+                self.claims.append(statement_costs(conn))
+                self.costliest.append(costliest(conn))
+        print(f"  {'pinned' if self.pinned else 'free'} slice {k + 1}/{self.slices}: "
+              f"{self.rates[-1]:.0f} jobs/s", flush=True)
+        return self.rates[-1]
+
+    def close(self) -> None:
+        with connect(self.url) as conn:
+            self.after = table_state(conn)
+        self._holder.__exit__(None, None, None)
+        with connect(self.url) as conn:
+            reset(conn)  # a million dead rows are not left to the next benchmark
+
+
+def interleaved(free: Drain, pinned: Drain) -> None:
+    """Slice k of each side in turn, which side goes first alternating, so
+    the machine's drift over the run falls on both alike."""
+    for k in range(free.slices):
+        for side in ((free, pinned) if k % 2 == 0 else (pinned, free)):
+            side.slice(k)
+    free.close()
+    pinned.close()
 
 
 def claim_buffers(claims: list[dict[str, dict[str, float]]], index: int) -> float | None:
@@ -280,11 +306,11 @@ def claim_buffers(claims: list[dict[str, dict[str, float]]], index: int) -> floa
     return None if cost is None else cost["buffers_per_call"]
 
 
-def _first_last(drain: dict[str, Any], index: int) -> float:
-    measured = claim_buffers(drain["claims"], index)
+def _first_last(drain: Drain, index: int) -> float:
+    measured = claim_buffers(drain.claims, index)
     if measured is not None:
         return measured
-    return float(drain["explains"]["first" if index == 0 else "last"]["buffers"])
+    return float(drain.explains["first" if index == 0 else "last"]["buffers"])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -308,45 +334,45 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "driver": "awc tick (one process per slice)",
                        "holder": "REPEATABLE READ transaction, snapshot taken before "
                                  "the first enqueue, same database"}
-        free = one_drain(url, args.slices, args.slice_jobs, args.concurrency, pinned=False)
-        pinned = one_drain(url, args.slices, args.slice_jobs, args.concurrency, pinned=True)
-        with connect(url) as conn:
-            reset(conn)  # a million dead rows are not left to the next benchmark
-    ratios = [p / f for p, f in zip(pinned["rates"], free["rates"], strict=True)]
+        free = Drain(url, args.slices, args.slice_jobs, args.concurrency, pinned=False)
+        pinned = Drain(bench_url(admin, "awc_bench_pinned"), args.slices, args.slice_jobs,
+                       args.concurrency, pinned=True)
+        interleaved(free, pinned)
+    ratios = [p / f for p, f in zip(pinned.rates, free.rates, strict=True)]
     worst = min(range(len(ratios)), key=ratios.__getitem__)
-    last_over_first = pinned["rates"][-1] / pinned["rates"][0]
+    last_over_first = pinned.rates[-1] / pinned.rates[0]
     figures: dict[str, Any] = {
         "server": what,
         "autovacuum": settings.get("autovacuum", "unknown"),
-        "free_slice_jobs_per_s": [round(r) for r in free["rates"]],
-        "pinned_slice_jobs_per_s": [round(r) for r in pinned["rates"]],
+        "free_slice_jobs_per_s": [round(r) for r in free.rates],
+        "pinned_slice_jobs_per_s": [round(r) for r in pinned.rates],
         "ratio_per_slice": [round(r, 3) for r in ratios],
         "worst_ratio": round(ratios[worst], 3),
         "worst_slice": worst + 1,
-        "worst_slice_free_jobs_per_s": round(free["rates"][worst]),
-        "worst_slice_pinned_jobs_per_s": round(pinned["rates"][worst]),
-        "pinned_first_slice_jobs_per_s": round(pinned["rates"][0]),
-        "pinned_last_slice_jobs_per_s": round(pinned["rates"][-1]),
+        "worst_slice_free_jobs_per_s": round(free.rates[worst]),
+        "worst_slice_pinned_jobs_per_s": round(pinned.rates[worst]),
+        "pinned_first_slice_jobs_per_s": round(pinned.rates[0]),
+        "pinned_last_slice_jobs_per_s": round(pinned.rates[-1]),
         "pinned_last_over_first": round(last_over_first, 3),
-        "claim_buffers_per_call_free": [claim_buffers(free["claims"], k)
-                                        for k in range(len(free["claims"]))],
-        "claim_buffers_per_call_pinned": [claim_buffers(pinned["claims"], k)
-                                          for k in range(len(pinned["claims"]))],
-        "claim_buffers_first_last_free": [claim_buffers(free["claims"], 0),
-                                          claim_buffers(free["claims"], -1)],
-        "claim_buffers_first_last_pinned": [claim_buffers(pinned["claims"], 0),
-                                            claim_buffers(pinned["claims"], -1)],
+        "claim_buffers_per_call_free": [claim_buffers(free.claims, k)
+                                        for k in range(len(free.claims))],
+        "claim_buffers_per_call_pinned": [claim_buffers(pinned.claims, k)
+                                          for k in range(len(pinned.claims))],
+        "claim_buffers_first_last_free": [claim_buffers(free.claims, 0),
+                                          claim_buffers(free.claims, -1)],
+        "claim_buffers_first_last_pinned": [claim_buffers(pinned.claims, 0),
+                                            claim_buffers(pinned.claims, -1)],
         # The row bench.all prints: from pg_stat_statements, or from EXPLAIN
         # where the server does not preload it.
         "pinned_claim_buffers_first": _first_last(pinned, 0),
         "pinned_claim_buffers_last": _first_last(pinned, -1),
-        "claim_statements_per_slice": {"free": free["claims"], "pinned": pinned["claims"]},
-        "costliest_statements_per_slice": {"free": free["costliest"],
-                                           "pinned": pinned["costliest"]},
-        "explain_claim": {"free": free["explains"], "pinned": pinned["explains"]},
-        "after_free_drain": free["after"],
-        "after_pinned_drain": pinned["after"],
-        "pinned_xmin": pinned["pinned_xmin"],
+        "claim_statements_per_slice": {"free": free.claims, "pinned": pinned.claims},
+        "costliest_statements_per_slice": {"free": free.costliest,
+                                           "pinned": pinned.costliest},
+        "explain_claim": {"free": free.explains, "pinned": pinned.explains},
+        "after_free_drain": free.after,
+        "after_pinned_drain": pinned.after,
+        "pinned_xmin": pinned.pinned_xmin,
         "target_every_slice": f">= {TARGET} of free",
         "met_every_slice": all(r >= TARGET for r in ratios),
         "target_last_over_first": f">= {TARGET}",

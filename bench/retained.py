@@ -18,10 +18,13 @@ from bench.common import bench_url, enqueue_noops, machine, median, report, rese
 from bench.drain import drain_prepared
 from tick.db import connect
 
-# Finished rows as awc leaves them: one attempt, lease cleared, result kept.
+# Finished rows as awc leaves them: one attempt, lease cleared, result kept,
+# in the finished part completions go to (SPEC §24, migration 0013).
 RETAIN = """
-INSERT INTO awc.jobs (kind, state, attempts, run_at, started_at, finished_at, result, updated_at)
-SELECT 'noop', 'COMPLETED', 1, now(), now(), now(), 'null'::jsonb, now()
+INSERT INTO awc.jobs_done_{part} (id, kind, state, attempts, run_at, started_at, finished_at,
+                                  result, updated_at)
+SELECT nextval(pg_get_serial_sequence('awc.jobs', 'id')), 'noop', 'COMPLETED', 1, now(), now(),
+       now(), 'null'::jsonb, now()
 FROM generate_series(1, %s)
 """
 
@@ -43,7 +46,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     began = time.perf_counter()
     with connect(url) as conn:
         reset(conn)
-        conn.execute(RETAIN, (args.finished,))
+        part = conn.execute("SELECT slot FROM awc.done_parts WHERE current").fetchone()
+        conn.execute(RETAIN.format(part=int(part[0]) if part else 0), (args.finished,))
         conn.commit()
         conn.execute("VACUUM ANALYZE awc.jobs")
         conn.execute("CHECKPOINT")

@@ -459,3 +459,18 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return int((self._end - time.monotonic()) * 1000)
+
+
+def at_version(conn: psycopg.Connection[Any], version: int) -> None:
+    """The schema as an awc that shipped migrations up to `version` left it."""
+    from tick.migrate import _CREATE_LEDGER, shipped
+
+    with conn.transaction():
+        conn.execute(_CREATE_LEDGER)
+        for migration in shipped():
+            if migration.version > version:
+                break
+            conn.execute(migration.sql.encode("utf-8"))
+            conn.execute("INSERT INTO awc.schema_migrations (version, name, checksum) "
+                         "VALUES (%s, %s, %s)",
+                         (migration.version, migration.name, migration.checksum))

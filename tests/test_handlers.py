@@ -8,6 +8,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from tick.handlers.kinds.ttl import Step, next_step
 from tick.handlers.producer import create_workspace, ensure_tenant, register_snapshot
 from tick.handlers.runtime import runtime
@@ -160,8 +161,13 @@ def test_scrub_intact_stays_ready_and_audits(env: Any, conn: psycopg.Connection[
     drain(conn)
     assert snapshot_state(conn, snap)[0] == "READY"
     assert conn.execute("SELECT count(*) FROM awc.audit_events").fetchone() == (1,)
-    # The same job run again records its audit event once.
-    conn.execute("UPDATE awc.jobs SET state = 'PENDING' WHERE id = %s", (job_id,))
+    # The same job run again records its audit event once. A completed job
+    # is final (it sits in a finished part, SPEC §24): it comes back under
+    # its own id as a new row, as a rerun after a lost completion would.
+    kind, payload = conn.execute("DELETE FROM awc.jobs WHERE id = %s RETURNING kind, payload",
+                                 (job_id,)).fetchone() or (None, None)
+    conn.execute("INSERT INTO awc.jobs (id, kind, payload) VALUES (%s, %s, %s)",
+                 (job_id, kind, Jsonb(payload)))
     drain(conn)
     assert conn.execute("SELECT count(*) FROM awc.audit_events").fetchone() == (1,)
 

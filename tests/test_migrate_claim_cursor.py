@@ -7,31 +7,17 @@ claim, and a job put back to PENDING after the upgrade is stamped and found.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import psycopg
 import pytest
 
+from tests.support import at_version
 from tick.db import connect
 from tick.engine.cursor import Cursor
-from tick.migrate import _CREATE_LEDGER, migrate, shipped
+from tick.migrate import migrate, shipped
 from tick.queue import ClaimRequest, Writes, round_trip
 from tick.statements import sql
 
 BEFORE = 11  # the last migration before 0012_claim_cursor
-
-
-def at_version(conn: psycopg.Connection[Any], version: int) -> None:
-    """The schema as an awc that shipped migrations up to `version` left it."""
-    with conn.transaction():
-        conn.execute(_CREATE_LEDGER)
-        for migration in shipped():
-            if migration.version > version:
-                break
-            conn.execute(migration.sql.encode("utf-8"))
-            conn.execute("INSERT INTO awc.schema_migrations (version, name, checksum) "
-                         "VALUES (%s, %s, %s)",
-                         (migration.version, migration.name, migration.checksum))
 
 
 def test_migrate_keeps_every_job_in_its_state_and_fencing(empty_db_url: str) -> None:

@@ -231,8 +231,9 @@ def jobs_show(job_id: int) -> None:
 
 @click.command("prune")
 def prune_command() -> None:
-    """Delete COMPLETED and CANCELLED jobs older than AWC_PRUNE_AFTER_SECS (and
-    FAILED ones older than AWC_DEAD_LETTER_RETENTION_SECS, if set), now."""
+    """Retire completed jobs older than AWC_PRUNE_AFTER_SECS (a whole finished
+    part, when one is due), delete CANCELLED ones older than it (and FAILED
+    ones older than AWC_DEAD_LETTER_RETENTION_SECS, if set), now."""
     from tick.maintenance import prune
 
     settings = load_settings()

@@ -101,7 +101,9 @@ def prune(
     dead_after_secs: float | None = None,
     deadline: float | None = None,
 ) -> int:
-    """Delete COMPLETED and CANCELLED jobs finished over `after_secs` ago,
+    """Empty the oldest finished part when retention allows (tick/parts.py),
+    delete the COMPLETED jobs left in the hot table by an older awc or by
+    hand and CANCELLED jobs finished over `after_secs` ago,
     FAILED ones finished over `dead_after_secs` ago (SPEC §22: None keeps
     them), and schedule ledger rows recorded over `ledger_after_secs` ago
     (SPEC §15: by their own setting, never by job pruning). Returns the jobs
@@ -113,10 +115,15 @@ def prune(
     `time.monotonic()` instant); a pass cut short leaves the mark alone, so
     the next tick carries on where it stopped.
     """
+    from tick.parts import rotate
+
     budget = Budget(budget_secs, deadline)
     deleted = 0
     if not budget.room():
         return 0  # the tick's time is up: not even the lock
+    # Completed jobs go by whole parts (SPEC §24), in transactions of their
+    # own so a TRUNCATE's lock is held for milliseconds, not for the pass.
+    deleted += rotate(conn, after_secs, PRUNE_LOCK_KEY) or 0
     with conn.transaction():
         if not _try_lock(conn, PRUNE_LOCK_KEY):
             return 0

@@ -2,7 +2,7 @@
 -- %(ids)s become CANCELLED; a running holder's outcome is fenced out, as
 -- with a single cancel.
 WITH cancelled AS (
-    UPDATE awc.jobs
+    UPDATE ONLY awc.jobs
     SET state = 'CANCELLED',
         locked_by = NULL,
         locked_until = NULL,

@@ -3,7 +3,7 @@
 -- claim that matches nothing lost its job, and its state is not saved.
 -- Rows by primary key, each finding its values by its position in the arrays
 -- (no join to the batch: tests/test_plans.py).
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET checkpoint = (%(states)s::text[])[array_position(%(ids)s::bigint[], j.id)]::jsonb,
     progress = coalesce((%(progress)s::float8[])[array_position(%(ids)s::bigint[], j.id)],
                         j.progress),

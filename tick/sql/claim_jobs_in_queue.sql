@@ -34,13 +34,13 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         FROM plan, unnest(%(xip)s::text[]::xid8[]) AS x, LATERAL (
             -- Ordered by ready_xid: only jobs_ready_xid_idx answers without a
             -- sort (the pin forbids one), never a walk of the ready index.
-            SELECT * FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x
+            SELECT * FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x
             ORDER BY j.ready_xid) AS j
         WHERE pg_visible_in_snapshot(x, plan.snap)
         UNION ALL
         SELECT j.id, -j.priority::int, j.run_at, j.kind, j.queue
         FROM spans AS s, LATERAL (
-            SELECT * FROM awc.jobs AS j
+            SELECT * FROM ONLY awc.jobs AS j
             WHERE j.state = 'PENDING' AND j.ready_xid > s.lo AND j.ready_xid < s.hi
             ORDER BY j.ready_xid) AS j
     ) AS l, plan
@@ -52,7 +52,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     -- By primary key (in its order, so no planner walks the ready index for
     -- them): they come before every job past the cursor.
     SELECT j.id, -j.priority::int AS p, j.run_at
-    FROM awc.jobs AS j
+    FROM ONLY awc.jobs AS j
     WHERE j.id = ANY (ARRAY(SELECT id FROM late WHERE due))
       AND j.state = 'PENDING' AND j.run_at <= now() AND (SELECT go FROM plan)
     ORDER BY j.id
@@ -60,7 +60,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     FOR UPDATE OF j SKIP LOCKED
 ), taken_next AS MATERIALIZED (
     SELECT j.id, -j.priority::int AS p, j.run_at
-    FROM awc.jobs AS j
+    FROM ONLY awc.jobs AS j
     WHERE j.state = 'PENDING'
       AND j.queue = %(queue)s
       AND (j.queue, -j.priority::int, j.run_at, j.id)
@@ -77,7 +77,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     SELECT t.id, t.p, t.run_at, row_number() OVER (ORDER BY t.p, t.run_at, t.id) AS n
     FROM (SELECT * FROM taken_late UNION ALL SELECT * FROM taken_next) AS t
 ), claimed AS (
-    UPDATE awc.jobs AS j
+    UPDATE ONLY awc.jobs AS j
     SET state = 'RUNNING',
         attempts = j.attempts + 1,
         locked_by = (%(slots)s::text[])[ready.n + (SELECT claimed FROM plan)],
@@ -102,7 +102,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     -- stops before it (another claimer holds it, or there was no slot left).
     SELECT f.p, f.run_at, f.id FROM (
         (SELECT -j.priority::int AS p, j.run_at, j.id
-         FROM awc.jobs AS j
+         FROM ONLY awc.jobs AS j
          WHERE j.state = 'PENDING'
            AND j.queue = %(queue)s
            AND (j.queue, -j.priority::int, j.run_at, j.id)
@@ -136,7 +136,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     UNION ALL
     SELECT -j.priority::int, j.run_at, j.id
     FROM mark AS m, LATERAL (
-        SELECT * FROM awc.jobs AS j
+        SELECT * FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING'
           AND j.queue = %(queue)s
           AND (j.queue, -j.priority::int, j.run_at, j.id)

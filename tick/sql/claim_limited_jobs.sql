@@ -43,14 +43,14 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs
     FROM awc.limits AS l
     WHERE (l.scope = 'kind' AND (%(kinds)s::text[] IS NULL OR l.name = ANY (%(kinds)s::text[]))
-           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.kind = l.name))
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.kind = l.name))
        OR (l.scope = 'queue' AND (%(queues)s::text[] IS NULL OR l.name = ANY (%(queues)s::text[]))
-           AND EXISTS (SELECT 1 FROM awc.jobs AS j WHERE j.state = 'PENDING' AND j.queue = l.name))
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.queue = l.name))
 ), room AS MATERIALIZED (  -- the held ones, and each one's room (at most the slots)
     SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
         coalesce(l.max_running - (  -- counted up to max_running: past it, no room
             SELECT count(*) FROM (
-                SELECT 1 FROM awc.jobs AS r
+                SELECT 1 FROM ONLY awc.jobs AS r
                 WHERE r.locked_until > s.at AND r.state = 'RUNNING'
                   AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
                 LIMIT coalesce(l.max_running, 0)) AS running), 2147483647),
@@ -77,7 +77,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     -- Every lane with PENDING jobs, ready or not: a loose scan, one probe of
     -- jobs_ready_lane_idx per lane, however many jobs each holds.
     (SELECT j.kind, j.queue, j.priority
-     FROM awc.jobs AS j
+     FROM ONLY awc.jobs AS j
      WHERE j.state = 'PENDING' AND NOT (SELECT walk FROM gate) AND (SELECT limited FROM stamp)
      ORDER BY j.kind, j.queue, j.priority
      LIMIT 1)
@@ -85,7 +85,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT n.kind, n.queue, n.priority
     FROM lanes AS l, LATERAL (
         SELECT j.kind, j.queue, j.priority
-        FROM awc.jobs AS j
+        FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND (j.kind, j.queue, j.priority) > (l.kind, l.queue, l.priority)
         ORDER BY j.kind, j.queue, j.priority
         LIMIT 1) AS n
@@ -110,7 +110,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT c.id, c.kind, c.queue, c.priority, c.run_at
     FROM open AS o, LATERAL (
         SELECT j.id, j.kind, j.queue, j.priority, j.run_at
-        FROM awc.jobs AS j
+        FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.kind = o.kind AND j.queue = o.queue
           AND j.priority = o.priority AND j.run_at <= now()
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
@@ -141,7 +141,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT p.id, p.priority, p.run_at
     FROM chosen AS c, LATERAL (
         SELECT j.id, j.priority, j.run_at
-        FROM awc.jobs AS j
+        FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.kind = c.kind AND j.queue = c.queue
           AND j.priority = c.priority AND j.run_at <= now()
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
@@ -152,7 +152,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT l.id, row_number() OVER (ORDER BY l.priority DESC, l.run_at, l.id) AS n
     FROM locked AS l
 ), claimed AS (
-    UPDATE awc.jobs AS j
+    UPDATE ONLY awc.jobs AS j
     SET state = 'RUNNING',
         attempts = j.attempts + 1,
         locked_by = (%(slots)s::text[])[a.n],
@@ -195,7 +195,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                           WHERE (z.scope = 'kind' AND z.name = m.kind)
                              OR (z.scope = 'queue' AND z.name = m.queue))
           AND (SELECT count(*) FROM (
-                   SELECT 1 FROM awc.jobs AS j
+                   SELECT 1 FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.kind = m.kind AND j.queue = m.queue
                      AND j.priority = m.priority AND j.run_at <= now()
                    LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)

@@ -4,7 +4,7 @@
 -- cut at its deadline continues from the checkpoint it saved).
 -- Rows by primary key, each finding its values by its position in the arrays
 -- (no join to the batch: tests/test_plans.py).
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET state = 'PENDING',
     attempts = greatest(j.attempts - 1, 0),
     continues = j.continues + 1,

@@ -10,7 +10,7 @@ WITH inserted AS (
 )
 SELECT id FROM inserted
 UNION ALL
-SELECT id FROM awc.jobs
+SELECT id FROM ONLY awc.jobs
 WHERE dedupe_key = %(dedupe_key)s
   AND state IN ('PENDING', 'RUNNING')
   AND NOT EXISTS (SELECT 1 FROM inserted)

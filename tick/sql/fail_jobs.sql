@@ -4,7 +4,7 @@
 -- The batch's rows are taken by primary key (id = ANY) and each finds its own
 -- token and error by its position in the arrays: with no join to the batch, no
 -- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET state = 'FAILED',
     last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
     -- SPEC §22: this failed run joins the job's error history, the 20 newest kept.

@@ -15,19 +15,19 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             THEN 0
             WHEN l.scope = 'kind'
             THEN (SELECT count(*) FROM (
-                      SELECT 1 FROM awc.jobs AS j
+                      SELECT 1 FROM ONLY awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.kind = l.name AND j.run_at <= now()
                       ORDER BY j.queue, j.priority, j.run_at, j.id  -- jobs_ready_lane_idx's
                       LIMIT %(cap)s) AS ready)
             ELSE (SELECT count(*) FROM (
-                      SELECT 1 FROM awc.jobs AS j
+                      SELECT 1 FROM ONLY awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.queue = l.name AND j.run_at <= now()
                       ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
             END AS held_back
 FROM awc.limits AS l,
 LATERAL (SELECT count(*) AS running FROM (
-             SELECT 1 FROM awc.jobs AS r
+             SELECT 1 FROM ONLY awc.jobs AS r
              WHERE r.locked_until > now() AND r.state = 'RUNNING'
                AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
              LIMIT greatest(%(cap)s, l.max_running)) AS counted) AS u,

@@ -1,5 +1,5 @@
 -- The live jobs holding these dedupe keys (for enqueue_many's skipped rows).
 SELECT dedupe_key, id
-FROM awc.jobs
+FROM ONLY awc.jobs
 WHERE dedupe_key = ANY (%(keys)s::text[])
   AND state IN ('PENDING', 'RUNNING')

@@ -3,13 +3,13 @@
 -- first, read from jobs_failed_finished_idx. Unset, this never runs.
 WITH old AS (
     SELECT id
-    FROM awc.jobs
+    FROM ONLY awc.jobs
     WHERE state = 'FAILED'
       AND finished_at < now() - make_interval(secs => %(after_secs)s::float8)
     ORDER BY finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM awc.jobs AS j
+DELETE FROM ONLY awc.jobs AS j
 USING old
 WHERE j.id = old.id

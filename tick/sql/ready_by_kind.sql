@@ -6,7 +6,7 @@ SELECT kind, count(*),
        extract(epoch FROM now() - min(run_at) FILTER (WHERE isfinite(run_at)))::float8
 FROM (
     SELECT kind, run_at
-    FROM awc.jobs
+    FROM ONLY awc.jobs
     WHERE state = 'PENDING' AND run_at <= now()
     ORDER BY -priority::int, run_at, id
     LIMIT 100000

@@ -3,7 +3,7 @@
 -- The batch's rows are taken by primary key (id = ANY) and each finds its own
 -- token by its position in the arrays: with no join to the batch, no
 -- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET state = 'PENDING',
     attempts = greatest(j.attempts - 1, 0),
     locked_by = NULL,

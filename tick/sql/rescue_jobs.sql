@@ -7,7 +7,7 @@
 -- nothing is rescued when another process holds it.
 WITH expired AS (
     SELECT id
-    FROM awc.jobs
+    FROM ONLY awc.jobs
     WHERE (SELECT pg_try_advisory_xact_lock(%(key)s::bigint))
       AND state = 'RUNNING'
       AND locked_until < now()
@@ -15,7 +15,7 @@ WITH expired AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
     last_error = 'LeaseExpired: lease expired before an outcome was recorded',

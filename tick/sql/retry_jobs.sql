@@ -6,7 +6,7 @@
 -- token, error and delay by its position in the arrays: with no join to the
 -- batch, no plan can walk the RUNNING rows once per batch entry
 -- (tests/test_plans.py).
-UPDATE awc.jobs AS j
+UPDATE ONLY awc.jobs AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
     run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
                   ELSE now() + make_interval(

@@ -8,15 +8,15 @@
 -- reports it). The count of jobs revived.
 WITH picked AS (
     SELECT DISTINCT ON (coalesce(j.dedupe_key, j.id::text)) j.id
-    FROM awc.jobs AS j
+    FROM ONLY awc.jobs AS j
     WHERE j.id = ANY(%(ids)s::bigint[])
       AND j.state IN ('FAILED', 'CANCELLED')
       AND (j.dedupe_key IS NULL OR NOT EXISTS (
-               SELECT 1 FROM awc.jobs AS live
+               SELECT 1 FROM ONLY awc.jobs AS live
                WHERE live.dedupe_key = j.dedupe_key AND live.state IN ('PENDING', 'RUNNING')))
     ORDER BY coalesce(j.dedupe_key, j.id::text), j.id DESC
 ), revived AS (
-    UPDATE awc.jobs AS j
+    UPDATE ONLY awc.jobs AS j
     SET state = 'PENDING',
         attempts = 0,
         run_at = now(),

@@ -104,6 +104,9 @@ class ClaimRequest:
     queues: list[str] | None
     # Where the walk starts (tick/engine/cursor.py): after_p/_r/_i, xmax, xip.
     cursor: dict[str, Any] = field(default_factory=dict)
+    # Read the claimed jobs' own timeouts with the claim (SPEC §26); off only
+    # when the engine runs without renewals (bench/leases.py's reference).
+    read_timeouts: bool = True
 
 
 @dataclass(slots=True)
@@ -202,7 +205,8 @@ def round_trip(
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
             claim_cur = conn.execute(sql(name), params)
-            timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": claim.slots})
+            if claim.read_timeouts:
+                timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": claim.slots})
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}

@@ -88,7 +88,8 @@ class RunSpec:
     # Who runs this tick, for its row in awc.ticks (SPEC §16); None: no row.
     history: TickStart | None = None
     # The engine renews the leases of jobs whose timeout reaches past them
-    # (SPEC §26); off only to measure what renewing costs (bench/leases.py).
+    # (SPEC §26). Off only to measure what that costs (bench/leases.py): then
+    # no lease is renewed and the claim reads no job's own timeout.
     renew_leases: bool = True
 
     def __post_init__(self) -> None:

@@ -5,6 +5,7 @@ the engine's renewals as one statement in one round trip."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -182,6 +183,8 @@ def test_awc_enqueue_timeout_is_checked_and_stored(
     done = run_awc(awc_env, "enqueue", "noop", "--timeout", "45")
     assert done.returncode == 0, done.stderr
     assert job_row(conn, int(done.stdout))["timeout_secs"] == 45.0
+    shown = run_awc(awc_env, "jobs", "show", done.stdout.strip())
+    assert json.loads(shown.stdout)["timeout_secs"] == 45.0
 
 
 def test_a_thousand_running_leases_are_renewed_in_one_round_trip(

@@ -27,7 +27,6 @@ before SPEC §26, the lease is their deadline and `heartbeat()` pushes both.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,7 +159,7 @@ class Leases:
         matched no row (the fence) are returned, lost."""
         failed = [a for a in asked if a[0] in refused]
         if failed:
-            self.failed(time.monotonic(), failed)
+            self.failed(sent, failed)
         lost: list[Run] = []
         for job_id, _, _ in asked:
             if job_id in refused:

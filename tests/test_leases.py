@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.kinds import LEDGER_DDL
 from tests.lease_kinds import LEASE_RUNS_DDL
 from tests.silent_proxy import SilentProxy
 from tests.support import free_port, http_get, http_up, job_row, run_awc, spawn, wait_for
@@ -205,3 +206,54 @@ def test_a_connection_lost_for_a_moment_costs_no_run(
         assert len(runs(conn, job_id)) == 1
     finally:
         stop_loop(proc)
+
+
+REFUSE_RENEWALS = """
+CREATE FUNCTION test_refuse_renewal() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'renewals refused by the test';
+END;
+$$;
+CREATE TRIGGER test_refuse_renewal BEFORE UPDATE ON awc.jobs FOR EACH ROW
+    WHEN (OLD.kind = 'long_wait' AND OLD.state = 'RUNNING' AND NEW.state = 'RUNNING'
+          AND NEW.locked_until > OLD.locked_until)
+    EXECUTE FUNCTION test_refuse_renewal()
+"""
+
+
+def test_renewals_the_database_refuses_pause_claims_say_why_and_give_up_at_half_the_lease(
+    conn: psycopg.Connection[Any], env: dict[str, str]
+) -> None:
+    port = free_port()
+    conn.execute(LEDGER_DDL)
+    conn.execute(REFUSE_RENEWALS)
+    job_id = enqueue(conn, "long_wait", {"seconds": 30, "first_only": True})
+    proc = spawn({**env, "AWC_METRICS_PORT": str(port), "AWC_MAINTENANCE_INTERVAL_SECS": "60"},
+                 "loop")
+    try:
+        wait_for(lambda: runs(conn, job_id), what="the job to start")
+
+        def unready() -> str | None:
+            status, body = http_get(f"http://127.0.0.1:{port}/readyz")
+            return body if status == 503 else None
+
+        body = wait_for(unready, timeout=10, what="/readyz to say the renewals fail")
+        assert "lease renewals failing" in body and "claiming paused" in body, body
+        waiting = enqueue(conn, "ledger")  # not claimed while renewals fail
+        stopped = wait_for(lambda: runs(conn, job_id)[0]["stopped"], timeout=10,
+                           what="the run to give up")
+        started = runs(conn, job_id)[0]["started"]
+        assert stopped - started <= LEASE, "it gave up after its lease could lapse"
+        wait_for(lambda: job_row(conn, job_id)["state"] == "COMPLETED", timeout=30,
+                 what="the retried job to complete")
+        assert job_row(conn, job_id)["attempts"] == 2
+        assert "LeaseLost" in job_row(conn, job_id)["errors"][0]["error"]
+        wait_for(lambda: job_row(conn, waiting)["state"] == "COMPLETED", timeout=10,
+                 what="claims to resume")
+        row = conn.execute("SELECT extract(epoch FROM started_at)::float8 FROM awc.jobs "
+                           "WHERE id = %s", (waiting,)).fetchone()
+        assert row is not None and row[0] >= stopped - 0.5  # claimed once the run gave up
+        assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+    finally:
+        err = stop_loop(proc)
+    assert "Traceback" not in err

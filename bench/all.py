@@ -7,7 +7,7 @@ Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, the console's
-pages on 1M jobs, and the drain and a steady load under a pinned xmin
+pages on 1M jobs, lease renewals, and the drain and a steady load under a pinned xmin
 horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
 sizes and fewer runs, for a look rather than a figure.
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("horizon", ["--slices", "3" if q else "10", "--slice-jobs", "20000" if q else "100000"]),
         ("prune", ["--finished", "500000" if q else "5000000"]),
         ("claim_cursor", ["--runs", "3" if q else "9", "--jobs", "5000" if q else "20000"]),
+        ("leases", ["--runs", "3" if q else "7", "--jobs", "5000" if q else "20000"]),
         ("horizon_steady", ["--rate", "3000", "--clean-secs", "20" if q else "60",
                             "--pinned-secs", "40" if q else "180",
                             "--recovery-secs", "30" if q else "120",
@@ -172,6 +173,13 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
     ("drain with nothing pinned, jobs/s, with the claim's cursor vs before it",
      lambda g: g["claim_cursor"]["now_jobs_per_s"],
      lambda g: g["claim_cursor"]["before_jobs_per_s"], ">= 0.97", lambda r: r >= 0.97, ""),
+    ("drain of no-op jobs, jobs/s, renewing leases vs renewal off (SPEC §26)",
+     lambda g: g["leases"]["drain_renewing_jobs_per_s"],
+     lambda g: g["leases"]["drain_renewal_off_jobs_per_s"], ">= 0.98", lambda r: r >= 0.98, ""),
+    ("renewing 1,000 running leases, round trips",
+     lambda g: g["leases"]["renew_running_exchanges"], None, "1", lambda v: v == 1, ""),
+    ("renewing 1,000 running leases, ms", lambda g: g["leases"]["renew_running_ms"], None,
+     "(reported)", lambda v: True, " ms"),
     ("pinned horizon, claim buffers per call, last slice vs first",
      lambda g: g["horizon"]["pinned_claim_buffers_last"],
      lambda g: g["horizon"]["pinned_claim_buffers_first"], "(reported)", lambda r: True, ""),

@@ -39,11 +39,15 @@ CREATE TABLE awc.jobs (
     -- the update back to PENDING); claims find jobs made ready behind their
     -- cursor by it (docs/decisions/0027).
     ready_xid     xid8        DEFAULT pg_current_xact_id(),
+    -- SPEC §26: how long one run may take (null: the handler's); the lease
+    -- stays short and the engine renews it (docs/decisions/0031).
+    timeout_secs  double precision,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
     CONSTRAINT jobs_kind_check CHECK (kind <> ''),
-    CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1)
+    CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1),
+    CONSTRAINT jobs_timeout_secs_check CHECK (timeout_secs >= 1 AND timeout_secs <= 604800)
 );
 
 -- Claim order with every column ascending, so a claim's cursor is one range.
@@ -63,6 +67,9 @@ CREATE INDEX jobs_dead_idx ON awc.jobs (state, id)
 -- Dead letters past AWC_DEAD_LETTER_RETENTION_SECS, oldest first (SPEC §22).
 CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at)
     WHERE state = 'FAILED' AND finished_at IS NOT NULL;
+-- The claim's round trip reads the timeouts of the jobs it took (SPEC §26).
+CREATE INDEX jobs_timeout_claims_idx ON awc.jobs (started_at)
+    WHERE state = 'RUNNING' AND timeout_secs IS NOT NULL;
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON awc.jobs (dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING');
 

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
-     "tick.report"),
+     "tick.report", "tick.timeouts"),
     ("tick.queue", "tick.producer", "tick.parts", "tick.maintenance", "tick.admin",
      "tick.schedules", "tick.limits", "tick.bulk"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.events", "tick.metrics", "tick.export"),
     ("tick.engine.spec",),  # what a run is given: below every part that uses it
     ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
+     "tick.engine.leases", "tick.engine.heartbeats",
      "tick.engine.parts", "tick.engine.maintain", "tick.engine.coordinator", "tick.engine.api",
      "tick.engine"),
     # The handlers: stores, then trees, then what the kinds share, then kinds.

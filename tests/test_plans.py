@@ -256,3 +256,13 @@ def test_generic_plans_keep_their_indexes(big: str) -> None:
     complete = scans(generic_plan(big, "complete_jobs", {
         "ids": [r[0] for r in rows], "tokens": [r[1] for r in rows], "results": [None] * 256}))
     assert complete == COMPLETE_SCANS, complete
+
+
+def test_the_claims_timeout_read_probes_its_own_index(big: str) -> None:
+    """SPEC §26: the statement after each claim that reads the claimed jobs'
+    own timeouts is one probe of the partial index of RUNNING jobs with a
+    timeout, custom or generic plan, however many jobs run."""
+    params = {"slots": CLAIM["slots"]}
+    for text in (plan(big, sql("claimed_timeouts"), params, pinned=True),
+                 generic_plan(big, "claimed_timeouts", params)):
+        assert scans(text) == [("Index Scan", "jobs_timeout_claims_idx")], scans(text)

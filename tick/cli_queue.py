@@ -119,6 +119,8 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
 @click.option("--queue", default="default", show_default=True)
 @click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
+@click.option("--timeout", "timeout_secs", type=float,
+              help="Seconds one run may take (1 to 604800), overriding its handler's.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -128,6 +130,7 @@ def enqueue_command(
     priority: int,
     queue: str,
     dedupe_key: str | None,
+    timeout_secs: float | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
@@ -142,7 +145,7 @@ def enqueue_command(
         when = datetime.now(UTC) + timedelta(seconds=delay)
     # What the database would refuse is a usage error (an EnqueueError), before connecting.
     check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
-              queue=queue, dedupe_key=dedupe_key)
+              queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
     settings = load_settings()
     with operator_connection(settings) as conn:
         if delay is not None:  # the claim compares run_at with the database's clock
@@ -151,7 +154,7 @@ def enqueue_command(
             when = database_now(conn) + timedelta(seconds=delay)
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
-            priority=priority, queue=queue, dedupe_key=dedupe_key,
+            priority=priority, queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs,
         )
     click.echo(job_id)
 

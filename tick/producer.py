@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 from tick.errors import FieldError
 from tick.statements import sql
 from tick.text import jsonb_refusal, text_refusal
+from tick.timeouts import timeout_refusal
 
 if TYPE_CHECKING:
     import psycopg
 
 ENQUEUE_FIELDS = frozenset(
-    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key"}
+    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
+     "timeout_secs"}
 )
 
 
@@ -81,9 +83,10 @@ def _payload_json(payload: Mapping[str, Any] | None) -> str:
 
 
 def _check_job(
-    kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any
+    kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any,
+    timeout_secs: Any = None,
 ) -> None:
-    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3)."""
+    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3, §26)."""
     if _check_text(kind, "kind", NAME_LIMIT) == "":
         raise EnqueueError("kind", "must not be empty")
     _check_text(queue, "queue", NAME_LIMIT)
@@ -93,6 +96,10 @@ def _check_job(
     _check_int(priority, "priority", -32768, 32767)
     if run_at is not None and not isinstance(run_at, datetime):
         raise EnqueueError("run_at", "must be a datetime")
+    if timeout_secs is not None:
+        refusal = timeout_refusal(timeout_secs)
+        if refusal is not None:
+            raise EnqueueError("timeout_secs", refusal)
 
 
 def check_job(
@@ -104,10 +111,11 @@ def check_job(
     priority: int = 0,
     queue: str = "default",
     dedupe_key: str | None = None,
+    timeout_secs: float | None = None,
 ) -> str:
     """Check a job as `enqueue` would, sending nothing; its payload as JSON
     text. `EnqueueError` names the field PostgreSQL would refuse."""
-    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key)
+    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key, timeout_secs)
     return _payload_json(payload)
 
 
@@ -121,22 +129,26 @@ def enqueue(
     priority: int = 0,
     queue: str = "default",
     dedupe_key: str | None = None,
+    timeout_secs: float | None = None,
 ) -> int:
     """Enqueue one job and return its id (SPEC §4.3).
 
     Does not commit: the enqueue joins the caller's transaction. With a
     `dedupe_key` held by a PENDING or RUNNING job, nothing is inserted and that
-    job's id is returned.
+    job's id is returned. `timeout_secs` (1 s to 7 days) is how long one run
+    may take, overriding its handler's in either direction (SPEC §26).
     """
     params = {
         "kind": kind,
         "payload": check_job(kind, payload, max_attempts=max_attempts, run_at=run_at,
-                             priority=priority, queue=queue, dedupe_key=dedupe_key),
+                             priority=priority, queue=queue, dedupe_key=dedupe_key,
+                             timeout_secs=timeout_secs),
         "max_attempts": max_attempts,
         "run_at": run_at,
         "priority": priority,
         "queue": queue,
         "dedupe_key": dedupe_key,
+        "timeout_secs": timeout_secs,
     }
     # The live holder of a dedupe key may commit after this statement's
     # snapshot was taken: the insert then conflicts yet the lookup sees
@@ -168,7 +180,8 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         if "kind" not in job:
             raise TypeError("enqueue_many: every job needs a 'kind'")
         fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),
-                  job.get("priority", 0), job.get("queue", "default"), job.get("dedupe_key"))
+                  job.get("priority", 0), job.get("queue", "default"), job.get("dedupe_key"),
+                  job.get("timeout_secs"))
         key: tuple[Any, ...] | None = (*fields, *map(type, fields))
         try:
             if key in passed:
@@ -185,7 +198,7 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         return _copy_many(conn, batch)
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
-        "priorities": [], "queues": [], "dedupe_keys": [],
+        "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [],
     }
     for job in batch:
         columns["kinds"].append(job["kind"])
@@ -195,6 +208,7 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         columns["priorities"].append(job.get("priority", 0))
         columns["queues"].append(job.get("queue", "default"))
         columns["dedupe_keys"].append(job.get("dedupe_key"))
+        columns["timeouts"].append(job.get("timeout_secs"))
     rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
 
@@ -212,21 +226,24 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) ->
     with conn.cursor() as cur:
         # The writer sends from its own thread: the server ingests one chunk
         # while this thread formats the next (SPEC §14, bench/enqueue.py).
-        with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue) "
-                      "FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+        with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
+                      "timeout_secs) FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
             lines: list[str] = []
             for job_id, job in zip(ids, batch, strict=True):
                 kind, payload = job["kind"], _payload_json(job.get("payload"))
                 max_attempts = int(job.get("max_attempts", 5))
                 priority = int(job.get("priority", 0))
                 queue, run_at = job.get("queue", "default"), job.get("run_at")
+                timeout = job.get("timeout_secs")
                 if run_at is not None:
                     later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
-                                       run_at))
+                                       timeout, run_at))
                     continue
-                # COPY's text format, built directly: one line per job.
+                # COPY's text format, built directly: one line per job (\N: null;
+                # repr() of a checked finite float is a number COPY reads back).
+                limit = "\\N" if timeout is None else repr(float(timeout))
                 lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
-                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\n")
+                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}\n")
                 if len(lines) == COPY_CHUNK:
                     copy.write("".join(lines))
                     lines = []
@@ -234,7 +251,7 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) ->
                 copy.write("".join(lines))
         if later_rows:
             with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                          "run_at) FROM STDIN") as copy:
+                          "timeout_secs, run_at) FROM STDIN") as copy:
                 for values in later_rows:
                     copy.write_row(values)
     return ids

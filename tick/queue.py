@@ -59,17 +59,22 @@ class Writes:
     continuations: list[tuple[int, str, str | None, float]] = field(default_factory=list)
     # (id, token, state JSON, progress or None, lease secs)
     checkpoint: list[tuple[int, str, str, float | None, float]] = field(default_factory=list)
+    # (id, token, lease secs): the engine's own renewals (SPEC §26), sent in
+    # the same statement as the heartbeats'; never kept past a failed round
+    # trip (the engine picks them again).
+    renewals: list[tuple[int, str, float]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.complete or self.retry or self.fail or self.release
-                    or self.lease_extensions or self.continuations or self.checkpoint)
+                    or self.lease_extensions or self.continuations or self.checkpoint
+                    or self.renewals)
 
     def __add__(self, later: Writes) -> Writes:
         return Writes(self.complete + later.complete, self.retry + later.retry,
                       self.fail + later.fail, self.release + later.release,
                       self.lease_extensions + later.lease_extensions,
                       self.continuations + later.continuations,
-                      self.checkpoint + later.checkpoint)
+                      self.checkpoint + later.checkpoint, self.renewals + later.renewals)
 
     def singles(self) -> list[Writes]:
         """Each write as a flush of its own."""
@@ -77,7 +82,7 @@ class Writes:
                 + [Writes(retry=[w]) for w in self.retry]
                 + [Writes(fail=[w]) for w in self.fail]
                 + [Writes(release=[w]) for w in self.release]
-                + [Writes(lease_extensions=[w]) for w in self.lease_extensions]
+                + [Writes(lease_extensions=[w]) for w in self.lease_extensions + self.renewals]
                 + [Writes(continuations=[w]) for w in self.continuations]
                 + [Writes(checkpoint=[w]) for w in self.checkpoint])
 
@@ -99,6 +104,9 @@ class ClaimRequest:
     queues: list[str] | None
     # Where the walk starts (tick/engine/cursor.py): after_p/_r/_i, xmax, xip.
     cursor: dict[str, Any] = field(default_factory=dict)
+    # Read the claimed jobs' own timeouts with the claim (SPEC §26); off only
+    # when the engine runs without renewals (bench/leases.py's reference).
+    read_timeouts: bool = True
 
 
 @dataclass(slots=True)
@@ -114,6 +122,8 @@ class RoundTrip:
     refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
     mark: str | None = None  # the claim's next cursor (JSON text), None if none was made
+    # the claimed jobs whose producer set a timeout (SPEC §26): id -> secs
+    timeouts: dict[int, float] = field(default_factory=dict)
 
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
@@ -137,6 +147,7 @@ def round_trip(
     checkpoint_cur = None
     limited_cur = None
     claim_cur = None
+    timeouts_cur = None
     tail_cur = None
     from tick.db import one_exchange
 
@@ -165,8 +176,9 @@ def round_trip(
             pending.append((Record.CONTINUE, conn.execute(
                 sql("continue_jobs"),
                 {"ids": ids, "tokens": tokens, "states": states, "delays": delays})))
-        if writes.lease_extensions:
-            ids, tokens, secs = _unzip(writes.lease_extensions, 3)
+        if writes.lease_extensions or writes.renewals:
+            # The handlers' heartbeats and the engine's renewals: one statement.
+            ids, tokens, secs = _unzip(writes.lease_extensions + writes.renewals, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
         if writes.checkpoint:
@@ -193,6 +205,8 @@ def round_trip(
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
             claim_cur = conn.execute(sql(name), params)
+            if claim.read_timeouts:
+                timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": claim.slots})
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}
@@ -214,10 +228,11 @@ def round_trip(
             mark = row[-1]
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
+    timeouts = dict(timeouts_cur.fetchall()) if timeouts_cur is not None else {}
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
                      tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,
-                     mark=mark)
+                     mark=mark, timeouts=timeouts)
 
 
 def record_each(

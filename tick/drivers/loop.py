@@ -160,10 +160,14 @@ def run_loop(
     engines: list[Engine] = []
 
     def troubles() -> list[str]:
-        # A stuck exchange, or the engine retrying a lost database (SPEC §7.2).
+        # A stuck exchange, the engine retrying a lost database (SPEC §7.2),
+        # or its lease renewals failing (SPEC §26).
         from tick.drivers.health import database_troubles
 
-        return database_troubles(lambda: engines[0].unreachable_since if engines else None)
+        found = database_troubles(lambda: engines[0].unreachable_since if engines else None)
+        leases = engines[0].leases if engines else None
+        why = leases.trouble(time.monotonic()) if leases is not None else None
+        return [*found, why] if why else found
 
     try:
         prepare_handlers(settings)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.engine.backoff import Jitter
 from tick.engine.coordinator import Coordinator
+from tick.engine.leases import Leases
 from tick.engine.registry import REGISTRY, Registry
 from tick.engine.slots import WAKE, SlotPool
 from tick.engine.spec import Connect, Maintenance, NullObserver, Observer, RunSpec
@@ -65,6 +66,9 @@ class Engine:
         # When the coordinator began retrying a lost database (time.monotonic()),
         # None while connected; read by the loop's /readyz on another thread.
         self.unreachable_since: float | None = None
+        # The leases the current run renews (SPEC §26); /readyz reads why
+        # their renewals fail, from another thread.
+        self.leases: Leases | None = None
 
     @property
     def conn(self) -> psycopg.Connection[Any]:

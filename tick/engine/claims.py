@@ -67,6 +67,7 @@ class Claims:
             kinds=spec.kinds,
             queues=spec.queues,
             cursor=self.cursor.params(now),
+            read_timeouts=spec.renew_leases,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],

@@ -79,6 +79,7 @@ class JobContext:
         "_deadline",
         "_event",
         "_extend",
+        "_fixed",
         "_grace_end",
         "_lost",
         "_saved",
@@ -101,6 +102,7 @@ class JobContext:
         extend: Callable[[JobContext, Saving | None], float | None],
         claim_token: str = "",
         saved: str | None = None,
+        fixed: bool = False,
     ) -> None:
         self.job_id = job_id
         # This claim's fencing token: a handler that records its own holder
@@ -110,6 +112,9 @@ class JobContext:
         self.attempts = attempts
         self.max_attempts = max_attempts
         self._deadline = deadline  # time.monotonic() instant
+        # A declared timeout (SPEC §26) is not pushed back by a heartbeat or
+        # checkpoint; without one, the deadline is the lease end and is.
+        self._fixed = fixed
         self._extend = extend
         # A plain flag, plus an Event made only if a handler waits on it: a
         # busy engine creates tens of thousands of contexts a second.
@@ -152,9 +157,13 @@ class JobContext:
             reason = "the process is stopping" if self._stopping else "it was cancelled"
             raise JobCancelled(f"job {self.job_id} was asked to stop: {reason}")
 
-    def heartbeat(self) -> None:
-        """Extend the lease by a fenced write; raise `LeaseLost` if it is gone."""
-        self._write(None)
+    def heartbeat(self) -> datetime:
+        """Extend the lease now by a fenced write and return when it ends;
+        raise `LeaseLost` if it is gone. Without a declared timeout this also
+        pushes the deadline back by one lease (SPEC §26); a job with one need
+        not call it: the engine renews its lease as it runs."""
+        ends = self._write(None)
+        return datetime.now(UTC) + timedelta(seconds=ends - time.monotonic())
 
     def checkpoint(self, state: Any, progress: float | None = None) -> None:
         """Save `state` (any JSON value) and `progress` (in [0, 1], or None to
@@ -181,15 +190,17 @@ class JobContext:
             self._saved = None if self._saved_text is None else json.loads(self._saved_text)
         return self._saved
 
-    def _write(self, saving: Saving | None) -> None:
+    def _write(self, saving: Saving | None) -> float:
         if self._lost or self._abandoned:
             raise LeaseLost(f"job {self.job_id} is no longer held by this worker")
-        new_deadline = self._extend(self, saving)
-        if new_deadline is None:
+        lease_end = self._extend(self, saving)
+        if lease_end is None:
             self.mark_lost()
             raise LeaseLost(f"job {self.job_id} lost its lease or was cancelled")
-        # A longer lease never lengthens a stop's grace.
-        self._deadline = min(new_deadline, self._grace_end)
+        if not self._fixed:
+            # A longer lease never lengthens a stop's grace.
+            self._deadline = min(lease_end, self._grace_end)
+        return lease_end
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True if cancelled."""
@@ -235,6 +246,11 @@ class JobContext:
     def abandoned(self) -> bool:
         """True once the engine recorded this job's outcome without its handler."""
         return self._abandoned
+
+    @property
+    def lost(self) -> bool:
+        """True once the claim was found to no longer hold the job."""
+        return self._lost
 
     @property
     def stopping(self) -> bool:

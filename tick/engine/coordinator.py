@@ -2,9 +2,10 @@
 
 It owns the connection for the run and turns, until the run is over: record
 the outcomes that arrived and claim as many jobs as slots are free, in one
-round trip (`flush`, `claims`); hand the claimed jobs to the slots
-(`slots`); wait for the next outcome, heartbeat, wake-up or deadline. It
-calls the other parts and they return values; none of them calls back.
+round trip (`flush`, `claims`) with the lease renewals due (`leases`,
+SPEC §26); hand the claimed jobs to the slots (`slots`); wait for the next
+outcome, heartbeat, wake-up, renewal or deadline. It calls the other parts
+and they return values; none of them calls back.
 
 Deadlines are the coordinator's, not the handler's: a job still running at
 its deadline is recorded as a fenced `Retry("deadline exceeded")` and its
@@ -24,8 +25,10 @@ from typing import Any
 from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
-from tick.engine.context import JobContext, Saving
+from tick.engine.context import JobContext
 from tick.engine.flush import Flush, send, settle
+from tick.engine.heartbeats import Heartbeats
+from tick.engine.leases import FENCE_CHECK_SECS, LEASE_LOST_ERROR, Leases, fence_check
 from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
 from tick.engine.parts import EngineParts
@@ -34,22 +37,14 @@ from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_sta
 from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
 from tick.history import Tail
-from tick.queue import ClaimedRow, ClaimRequest, lost_claims
+from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
 from tick.words import Record, StopReason
 
-# How often the claims of long-running jobs are checked for an operator cancel.
-FENCE_CHECK_SECS = 2.0
 # Longest the coordinator sleeps without looking at deadlines and stop.
 MAX_WAIT_SECS = 0.5
 # How long the coordinator waits for more outcomes once one arrived.
 GATHER_SECS = 0.002
-# Longest a handler's heartbeat or checkpoint waits for its round trip. The
-# coordinator sends it with its next round trip, within MAX_WAIT_SECS when
-# nothing else is due; a wait this long means the coordinator is held in a
-# slow exchange or the run ended, so the handler hears that its lease is
-# lost (LeaseLost, as when the claim lost its job) rather than hanging.
-HEARTBEAT_WAIT_SECS = 30.0
 
 
 class Coordinator:
@@ -66,6 +61,7 @@ class Coordinator:
                              leases)
         self.flush = Flush()
         self.running: dict[int, Run] = {}  # claimed jobs without a recorded outcome
+        self.heartbeats = Heartbeats(spec, self.running, self.flush, engine.outbox)
         self.stopping_since: float | None = None  # when the stop began; its grace runs from here
         self.deadline_cuts = 0  # jobs recorded as cut at their deadline
         self.next_expiry = math.inf  # the earliest deadline of a running job
@@ -73,6 +69,7 @@ class Coordinator:
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
         self.row = HistoryRow(spec)  # this run's row of the history (SPEC §16)
+        self.leases = engine.leases = Leases(spec, enabled=spec.renew_leases)
 
     # -- the loop -------------------------------------------------------------
 
@@ -87,6 +84,7 @@ class Coordinator:
                     # Only a lost connection is worth reconnecting for: a
                     # statement the server refused would be refused again, so
                     # it ends the run and the supervisor counts it (SPEC §4.2).
+                    self.leases.failed(time.monotonic())  # they cannot be renewed now
                     if not (self.spec.continuous and error.connection_lost) \
                             or not self._recover():
                         raise
@@ -105,10 +103,18 @@ class Coordinator:
             self._begin_stop(now)
         if now >= self.next_expiry or self.stopping_since is not None:
             self._expire(now)
-        claim = self.claims.request(now)
+        # While renewals fail, claim nothing (SPEC §26): leases given up on
+        # are recorded, the rest retried with this turn's round trip.
+        failing = self.leases.failing_since is not None
+        if failing:
+            self._give_up(now)
+        claim = None if failing else self.claims.request(now)
+        fence_due = now >= self.next_fence_check
+        going = bool(self.flush) or claim is not None or fence_due
+        self.flush.writes.renewals = self.leases.pick(now, going)
         if self.flush or claim is not None:
             self._round_trip(claim)
-        if now >= self.next_fence_check:
+        if fence_due:
             self._check_fences(now)
         if now >= self.row.renew_at:
             self.row.keep_alive(self.engine.conn, now, self.engine.events)
@@ -168,13 +174,16 @@ class Coordinator:
         try:
             return self._reconnect()
         finally:
-            self.engine.unreachable_since = None
+            self.engine.unreachable_since = None  # ready again, unless renewals still fail
 
     def _reconnect(self) -> bool:
         attempt = 0
         while True:
             self.engine.observer.api_error("database")
-            delay = reconnect_delay(attempt, self.reconnect_jitter)
+            now = time.monotonic()  # a lease unrenewed for half its length cancels its run
+            self._give_up(now)
+            delay = min(reconnect_delay(attempt, self.reconnect_jitter),
+                        max(self.leases.next_give_up() - now, 0.0))
             if self.stop.is_set():
                 if self.stopping_since is None:
                     self._begin_stop(time.monotonic())
@@ -188,11 +197,13 @@ class Coordinator:
             except DatabaseError:
                 continue
             self.engine.events.log("info", "database_reconnected", attempts=attempt)
+            self.leases.renew_all()  # at once: the outage may have cost some their job
             return True
 
     def _wait(self, now: float) -> None:
-        # Wake for the stretch row's renewal too, heartbeats or none.
-        horizon = min(now + MAX_WAIT_SECS, self.next_expiry, self.row.renew_at)
+        # Wake for the stretch row's renewal and the leases' too, heartbeats or none.
+        horizon = min(now + MAX_WAIT_SECS, self.next_expiry, self.row.renew_at,
+                      self.leases.next_due)
         if self.running:
             horizon = min(horizon, self.next_fence_check)
         if self.claims.idle(now):
@@ -220,7 +231,7 @@ class Coordinator:
         if message is WAKE:
             self.claims.wake()
         elif isinstance(message, Heartbeat):
-            self._queue_heartbeat(message)
+            self.heartbeats.queue(message)
         else:
             self._finished(message)
 
@@ -250,6 +261,7 @@ class Coordinator:
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()
+        asked = batch.writes.renewals
         sent = time.monotonic()
         conn = self.engine.conn
         closing = self._foresee(claim, batch)
@@ -260,7 +272,9 @@ class Coordinator:
             result = send(conn, batch, claim, self.engine.events,
                           closing[0] if closing is not None else opening)
         except Exception as error:
+            batch.writes.renewals = []  # picked again, with fresh lengths, next time
             self.flush.put_back(batch)
+            self.leases.failed(time.monotonic(), asked)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:
             self.row.wrote(closing[1])
@@ -272,19 +286,18 @@ class Coordinator:
                    self.engine.observer)
         except Exception as error:
             raise as_database_error(error, "reading fenced-out jobs", conn) from None
-        for beat in batch.heartbeats:
-            job_id = beat.run.row.id
-            secs = result.extended.get(job_id)
-            beat.deadline = None if secs is None else sent + secs
-            beat.refused = result.refused.get(job_id)
-            if secs is not None and beat.saving is not None:
-                beat.run.checkpointed = True  # durable before the handler hears so
-            beat.done.set()
+        # A renewal the fence refused cancels its run at once (SPEC §26).
+        for run in self.leases.answered(sent, asked, result.extended, result.refused):
+            run.ctx.mark_lost()
+            self.engine.events.log("warning", "lease_lost", job_id=run.row.id, kind=run.row.kind)
+        self.heartbeats.answer(batch.heartbeats, sent, result.extended, result.refused,
+                               self.leases)
         if claim is not None:
             self.claims.took(claim, result.claimed, result.held_back, result.mark)
-            self._dispatch(result.claimed, sent)
+            self._dispatch(result.claimed, sent, result.timeouts)
 
-    def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
+    def _dispatch(self, rows: list[ClaimedRow], sent: float,
+                  timeouts: dict[int, float] | None = None) -> None:
         if self.spec.continuous and rows and self.report.claimed == 0:
             self.began = sent  # a loop's tick starts at its first claim
         self.report.claimed += len(rows)
@@ -292,9 +305,15 @@ class Coordinator:
         for row in rows:
             self.engine.observer.claimed(row.kind, row.wait_s)
             handler = self.engine.registry.get(row.kind)
-            deadline = sent + row.lease_s
+            # The job's timeout, else its handler's (SPEC §26), never past the
+            # tick's deadline; with neither, the lease is the deadline.
+            timeout = (timeouts or {}).get(row.id) or (handler and handler.timeout_secs)
+            deadline = sent + (timeout or row.lease_s)
+            if timeout and self.spec.deadline is not None:
+                deadline = min(deadline, self.spec.deadline)
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
-                             self._request_heartbeat, row.token, row.checkpoint)
+                             self.heartbeats.request, row.token, row.checkpoint,
+                             fixed=bool(timeout))
             run = Run(row, ctx, handler, self.engine.jitter(row.slot))
             self.running[row.id] = run
             if handler is None:
@@ -303,6 +322,7 @@ class Coordinator:
                 self._finished(run)
                 continue
             self.next_expiry = min(self.next_expiry, deadline)
+            self.leases.track(run, sent, (handler.lease_secs or self.spec.lease_secs))
             batch.append(run)
         if batch:
             self.engine.pool.submit(batch)
@@ -311,11 +331,12 @@ class Coordinator:
         if run.ctx.abandoned or run.row.id not in self.running:
             return  # already recorded by the coordinator (deadline or stop)
         del self.running[run.row.id]
+        self.leases.forget(run.row.id)
         self.claims.release(run.row.slot)
         assert run.outcome is not None
         self.flush.record(run, *run.outcome)
 
-    # -- deadlines, stop, heartbeats, fences ----------------------------------
+    # -- deadlines, stop, fences, leases ---------------------------------------
 
     def _expire(self, now: float) -> None:
         grace_over = (self.stopping_since is not None
@@ -337,6 +358,7 @@ class Coordinator:
                  where: str | None) -> None:
         run.ctx.abandon()
         del self.running[run.row.id]
+        self.leases.forget(run.row.id)
         self.engine.pool.abandon(run)
         self.claims.release(run.row.slot)
         self.flush.record(run, record, detail, delay, where)
@@ -355,46 +377,23 @@ class Coordinator:
         for run in self.running.values():
             run.ctx.cancel(stopping=True, grace_end=grace_end)
 
-    def _request_heartbeat(self, ctx: JobContext, saving: Saving | None) -> float | None:
-        """Called on a slot thread: post the request (a checkpoint if
-        `saving`) and wait for its round trip; the new deadline, or None if
-        the claim lost its job."""
-        run = self.running.get(ctx.job_id)
-        if run is None or run.ctx is not ctx:
-            return None
-        beat = Heartbeat(run, saving)
-        self.engine.outbox.put(beat)
-        if not beat.done.wait(timeout=HEARTBEAT_WAIT_SECS):
-            return None
-        if beat.refused is not None:
-            # Which argument is at fault is the server's to say: progress
-            # and state are both checked before they are sent (SPEC §17).
-            raise ValueError(f"checkpoint: the database refused it ({beat.refused})")
-        return beat.deadline
-
-    def _queue_heartbeat(self, beat: Heartbeat) -> None:
-        run = beat.run
-        if run.ctx.abandoned or run.row.id not in self.running:
-            beat.done.set()
-            return
-        lease = (run.handler and run.handler.lease_secs) or self.spec.lease_secs
-        if self.spec.deadline is not None:
-            lease = min(lease, max(self.spec.deadline - time.monotonic(), 0.0))
-        self.flush.heartbeat(beat, float(lease))
-
     def _check_fences(self, now: float) -> None:
         self.next_fence_check = now + FENCE_CHECK_SECS
-        old = [(job_id, run.row.token) for job_id, run in self.running.items()
-               if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
-        if not old:
-            return
         conn = self.engine.conn
         try:
-            lost = lost_claims(conn, old)
+            lost = fence_check(conn, self.running, time.perf_counter())
         except Exception as error:
             raise as_database_error(error, "checking claims", conn) from None
-        for job_id in lost:
-            run = self.running.get(job_id)
-            if run is not None:
-                run.ctx.mark_lost()
+        for run in lost:
+            run.ctx.mark_lost()
 
+    def _give_up(self, now: float) -> None:
+        """Cancel the runs whose leases went unrenewed for half their length
+        while renewals failed: recorded as a Retry if the database answers
+        again in time, else left to rescue (SPEC §26)."""
+        for run in self.leases.given_up(now):
+            if run.row.id in self.running:
+                self.engine.events.log("warning", "lease_given_up", job_id=run.row.id,
+                                       kind=run.row.kind)
+                self._abandon(run, Record.RETRY, LEASE_LOST_ERROR,
+                              run.jitter.delay(run.row.attempts - 1), None)

@@ -132,6 +132,7 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     if claim is not None:
         claimed = round_trip(conn, Writes(), claim)
         done.claimed, done.mark = claimed.claimed, claimed.mark
+        done.timeouts = claimed.timeouts
     return done
 
 

@@ -11,6 +11,7 @@ from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tick.engine.backoff import Jitter
+from tick.engine.leases import Leases
 from tick.engine.registry import Registry
 from tick.engine.slots import SlotPool
 from tick.engine.spec import Maintenance, Observer
@@ -34,6 +35,7 @@ class EngineParts(Protocol):
     outbox: SimpleQueue[Any]  # slots -> coordinator
     last_tick_id: int | None  # written: the history row a failure is recorded on
     unreachable_since: float | None  # written: while the lost database is retried
+    leases: Leases | None  # written: the current run's renewed leases (read by /readyz)
 
     @property
     def conn(self) -> psycopg.Connection[Any]: ...

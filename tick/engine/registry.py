@@ -1,4 +1,5 @@
-"""The handler registry (SPEC §6.1): `@handler(kind, payload=..., lease_secs=...)`."""
+"""The handler registry (SPEC §6.1): `@handler(kind, payload=..., lease_secs=...,
+timeout_secs=...)`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import HandlerImportError
+from tick.timeouts import timeout_refusal
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -21,12 +23,15 @@ MAX_LEASE_SECS = 7 * 86400
 
 @dataclass(frozen=True, slots=True)
 class Handler:
-    """A registered kind: its function, payload model and own lease."""
+    """A registered kind: its function, payload model, own lease and timeout."""
 
     kind: str
     fn: HandlerFn
     payload: type[BaseModel] | None = None
     lease_secs: int | None = None
+    # How long one run may take (SPEC §26); None: its lease, pushed back by
+    # each heartbeat (the rule from before timeouts).
+    timeout_secs: float | None = None
 
 
 class Registry:
@@ -63,20 +68,29 @@ def handler(
     *,
     payload: type[BaseModel] | None = None,
     lease_secs: int | None = None,
+    timeout_secs: float | None = None,
     registry: Registry | None = None,
 ) -> Callable[[HandlerFn], HandlerFn]:
     """Register `fn(ctx, payload)` as the handler of `kind`.
 
     With a pydantic `payload` model, a payload that does not validate is a
     `Fail` before the function runs; without one the function gets the dict.
+    `timeout_secs` is how long one run may take (SPEC §26); the engine keeps
+    the job's short lease renewed meanwhile, so the handler need not
+    heartbeat. A job's own `timeout_secs` overrides it.
     """
     if not kind:
         raise ValueError("a handler kind must not be empty")
     if lease_secs is not None and not 1 <= lease_secs <= MAX_LEASE_SECS:
         raise ValueError(f"lease_secs must be between 1 and {MAX_LEASE_SECS} (a week)")
+    if timeout_secs is not None:
+        refusal = timeout_refusal(timeout_secs)
+        if refusal is not None:
+            raise ValueError(f"timeout_secs {refusal}")
+        timeout_secs = float(timeout_secs)
 
     def register(fn: HandlerFn) -> HandlerFn:
-        (registry or REGISTRY).add(Handler(kind, fn, payload, lease_secs))
+        (registry or REGISTRY).add(Handler(kind, fn, payload, lease_secs, timeout_secs))
         return fn
 
     return register

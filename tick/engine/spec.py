@@ -87,6 +87,10 @@ class RunSpec:
     on_report: Callable[[TickReport], None] | None = None
     # Who runs this tick, for its row in awc.ticks (SPEC §16); None: no row.
     history: TickStart | None = None
+    # The engine renews the leases of jobs whose timeout reaches past them
+    # (SPEC §26). Off only to measure what that costs (bench/leases.py): then
+    # no lease is renewed and the claim reads no job's own timeout.
+    renew_leases: bool = True
 
     def __post_init__(self) -> None:
         # Bounds as SPEC §2 gives them: a lease PostgreSQL cannot add to now()

@@ -26,7 +26,8 @@ WITH part AS MATERIALIZED (
                d.max_attempts, d.run_at, NULL, NULL, NULL,
                (%(results)s::jsonb[])[array_position(%(ids)s::bigint[], d.id)],
                d.last_error, d.dedupe_key, d.created_at, now(), d.started_at, now(),
-               d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid)::awc.jobs AS r
+               d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid,
+               d.timeout_secs)::awc.jobs AS r
     FROM done AS d
 ), part_0 AS (
     INSERT INTO awc.jobs_done_0 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 0

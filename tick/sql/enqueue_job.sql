@@ -1,9 +1,10 @@
 -- Enqueue one job (SPEC §4.3). A dedupe_key already held by a PENDING or
 -- RUNNING job inserts nothing and returns that job's id.
 WITH inserted AS (
-    INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key)
+    INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key,
+                          timeout_secs)
     VALUES (%(kind)s, %(payload)s::jsonb, %(max_attempts)s, coalesce(%(run_at)s::timestamptz, now()),
-            %(priority)s, %(queue)s, %(dedupe_key)s)
+            %(priority)s, %(queue)s, %(dedupe_key)s, %(timeout_secs)s::float8)
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING')
     DO NOTHING
     RETURNING id

@@ -1,4 +1,4 @@
-"""bench.horizon and bench.horizon_steady (SPEC §24, §14) run end to end at a
+"""bench.horizon, bench.horizon_steady and bench.prune (SPEC §24, §14) run end to end at a
 tiny size, on the server of their own they start (autovacuum on), and write
 the figures the README and bench.all read: per-slice rates and ratios, the
 claim's buffers per call, dead tuples after the pinned drain, and per-window
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import bench.common
-from bench import horizon, horizon_steady
+from bench import horizon, horizon_steady, prune
 
 
 @pytest.mark.slow
@@ -69,3 +69,22 @@ def test_the_steady_load_reports_windows_clean_pinned_and_recovered(
     assert written["clean_jobs_per_s"] > 100
     assert all(w["ratio"] is not None and w["p99_ms"] is not None for w in written["windows"])
     assert isinstance(written["met_pinned"], bool) and isinstance(written["met_recovery"], bool)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_prune_bench_retires_a_part_and_counts_what_the_delete_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
+    figures = prune.main(["--finished", "3000"])
+    written = json.loads((tmp_path / "prune.json").read_text())
+    assert written["parts_secs"] == figures["parts_secs"]
+    parts, delete = written["parts"], written["delete"]
+    assert parts["removed"] == delete["removed"] == 3000
+    # By parts: the part is empty on disk, and nothing was left to vacuum.
+    assert parts["after"] == {"mib": 0.0, "dead_tuples": 0}
+    assert parts["hot_table_after"]["dead_tuples"] == 0
+    # By DELETE under the pin: every row stays behind as a dead tuple.
+    assert delete["after"]["dead_tuples"] == 3000
+    assert written["context"]["server_config"]["autovacuum"] == "on"

@@ -2,22 +2,26 @@
 drain without.
 
     python -m bench.horizon [--slices 10] [--slice-jobs 100000] [--concurrency 256]
-                            [--database-url URL]
+                            [--parts 4] [--database-url URL]
 
-The same drain runs twice on the same server: once with no pinned horizon
-(free), once while a separate connection holds a REPEATABLE READ transaction
-that took its snapshot before the first job was enqueued and keeps it until
-the drain ends (pinned: what a nightly pg_dump, an idle-in-transaction session,
-a replication slot or a hot standby's feedback does). Each time, `--slices` x
-`--slice-jobs` no-op jobs are enqueued first (COPY), then drained by one real
-`awc tick` process per slice at its fastest batch (`--concurrency`), slice k
-being the jobs k*N+1 .. (k+1)*N in claim order. A slice's rate comes from
-the jobs' own timestamps (N / (last finished_at - first started_at)), not
-from process wall time; the ratio per slice is pinned / free.
+The same drain runs on the same server in two databases side by side: one
+with no pinned horizon (free), one where a separate connection holds a
+REPEATABLE READ transaction that took its snapshot before the first job was
+enqueued and keeps it until the drain ends (pinned: what a nightly pg_dump,
+an idle-in-transaction session, a replication slot or a hot standby's
+feedback does; a snapshot holds back only its own database's tables). In
+each, `--slices` x `--slice-jobs` no-op jobs are enqueued first (COPY), then
+drained by real `awc tick` processes at their fastest batch
+(`--concurrency`), slice k being the jobs k*N+1 .. (k+1)*N in claim order.
+Each slice is drained in `--parts` parts, the two sides taking turns part by
+part (which side goes first alternating), so a shared machine's drift falls
+on both alike. A part's time comes from the jobs' own timestamps (last
+finished_at - first started_at), not from process wall time; a slice's rate
+is its jobs over its parts' time, and the ratio per slice is pinned / free.
 
-The claim's cost per slice is read from pg_stat_statements (reset before each
-slice): shared buffers (hit + read) per call of each of the claim's three
-statements. At the first and last slice, `EXPLAIN (ANALYZE, BUFFERS)` of the
+The claim's cost per slice is read from pg_stat_statements (reset before
+each slice's first part, read after it): shared buffers (hit + read) per call
+of each of the claim's statements. At the first and last slice, `EXPLAIN (ANALYZE, BUFFERS)` of the
 claim statement (in a transaction rolled back) shows where they go. After each
 drain: dead tuples and the sizes of awc.jobs and of the claim's ready index.
 
@@ -249,6 +253,7 @@ class Drain:
         self.url, self.slice_jobs, self.concurrency = url, slice_jobs, concurrency
         self.slices, self.pinned = slices, pinned
         self.rates: list[float] = []
+        self.spent: list[float] = []  # each slice's seconds, summed over its parts
         self.claims: list[dict[str, dict[str, float]]] = []
         self.costliest: list[list[dict[str, Any]]] = []
         self.explains: dict[str, dict[str, Any]] = {}
@@ -263,22 +268,30 @@ class Drain:
             enqueue_noops(conn, slices * slice_jobs, batch=50_000)
             conn.execute("ANALYZE awc.jobs")
 
-    def slice(self, k: int) -> float:
-        if k in (0, self.slices - 1):
+    def slice(self, k: int, part: int, parts: int) -> None:
+        """Drain part `part` of `parts` of slice `k` (its jobs in id order),
+        adding its jobs and seconds to the slice's."""
+        size = self.slice_jobs // parts + (1 if part < self.slice_jobs % parts else 0)
+        first = k * self.slice_jobs + part * (self.slice_jobs // parts) \
+            + min(part, self.slice_jobs % parts) + 1
+        if part == 0 and k in (0, self.slices - 1):
             self.explains["first" if k == 0 else "last"] = explain_claim(self.url,
                                                                          self.concurrency)
-        if self.stats:
+        if self.stats and part == 0:
             with connect(self.url) as conn:
                 conn.execute("SELECT pg_stat_statements_reset()")
-        self.rates.append(drain_prepared(self.url, self.slice_jobs, self.concurrency,
-                                         first_id=k * self.slice_jobs + 1))
-        if self.stats:
+        rate = drain_prepared(self.url, size, self.concurrency, first_id=first)
+        if part == 0:
+            self.spent.append(0.0)
+        self.spent[-1] += size / rate
+        if self.stats and part == 0:  # the statements of the slice's first part
             with connect(self.url) as conn:
                 self.claims.append(statement_costs(conn))
                 self.costliest.append(costliest(conn))
-        print(f"  {'pinned' if self.pinned else 'free'} slice {k + 1}/{self.slices}: "
-              f"{self.rates[-1]:.0f} jobs/s", flush=True)
-        return self.rates[-1]
+        if part == parts - 1:
+            self.rates.append(self.slice_jobs / self.spent[-1])
+            print(f"  {'pinned' if self.pinned else 'free'} slice {k + 1}/{self.slices}: "
+                  f"{self.rates[-1]:.0f} jobs/s", flush=True)
 
     def close(self) -> None:
         with connect(self.url) as conn:
@@ -288,12 +301,17 @@ class Drain:
             reset(conn)  # a million dead rows are not left to the next benchmark
 
 
-def interleaved(free: Drain, pinned: Drain) -> None:
-    """Slice k of each side in turn, which side goes first alternating, so
-    the machine's drift over the run falls on both alike."""
+def interleaved(free: Drain, pinned: Drain, parts: int) -> None:
+    """Each slice in `parts` parts, the two sides taking turns part by part
+    and which side goes first alternating (F P P F F P ...), so the
+    machine's drift over the run falls on both alike; a slice's rate is its
+    jobs over the seconds of its parts."""
+    turn = 0
     for k in range(free.slices):
-        for side in ((free, pinned) if k % 2 == 0 else (pinned, free)):
-            side.slice(k)
+        for part in range(parts):
+            for side in ((free, pinned) if turn % 2 == 0 else (pinned, free)):
+                side.slice(k, part, parts)
+            turn += 1
     free.close()
     pinned.close()
 
@@ -318,6 +336,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--slices", type=int, default=10)
     parser.add_argument("--slice-jobs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--parts", type=int, default=4,
+                        help="each slice is drained in this many parts, the two sides "
+                             "taking turns")
     parser.add_argument("--database-url", default=None,
                         help="a server to use instead of starting one (it should run "
                              "with autovacuum on)")
@@ -330,14 +351,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             settings = server_settings(conn)
             context = {"machine": machine(conn), "server": what, "server_config": settings,
                        "slices": args.slices, "slice_jobs": args.slice_jobs,
-                       "concurrency": args.concurrency,
-                       "driver": "awc tick (one process per slice)",
+                       "concurrency": args.concurrency, "parts_per_slice": args.parts,
+                       "driver": "awc tick (one process per part of a slice)",
                        "holder": "REPEATABLE READ transaction, snapshot taken before "
                                  "the first enqueue, same database"}
         free = Drain(url, args.slices, args.slice_jobs, args.concurrency, pinned=False)
         pinned = Drain(bench_url(admin, "awc_bench_pinned"), args.slices, args.slice_jobs,
                        args.concurrency, pinned=True)
-        interleaved(free, pinned)
+        interleaved(free, pinned, max(1, min(args.parts, args.slice_jobs)))
     ratios = [p / f for p, f in zip(pinned.rates, free.rates, strict=True)]
     worst = min(range(len(ratios)), key=ratios.__getitem__)
     last_over_first = pinned.rates[-1] / pinned.rates[0]

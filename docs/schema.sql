@@ -61,7 +61,10 @@ CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, (-priority::int), run_at, 
 CREATE INDEX jobs_ready_xid_idx ON awc.jobs (ready_xid)
     WHERE state = 'PENDING' AND waiting = 0 AND ready_xid IS NOT NULL;
 CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
-    WHERE state = 'PENDING';
+    WHERE state = 'PENDING' AND waiting = 0;
+-- The children still waiting, which no ready index holds (the console's
+-- counts and bulk actions, `awc jobs list`).
+CREATE INDEX jobs_waiting_idx ON awc.jobs (id) WHERE state = 'PENDING' AND waiting > 0;
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');

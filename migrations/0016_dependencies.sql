@@ -31,6 +31,12 @@ CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, (-priority::int), run_at, 
 DROP INDEX awc.jobs_ready_xid_idx;
 CREATE INDEX jobs_ready_xid_idx ON awc.jobs (ready_xid)
     WHERE state = 'PENDING' AND waiting = 0 AND ready_xid IS NOT NULL;
+DROP INDEX awc.jobs_ready_lane_idx;
+CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
+    WHERE state = 'PENDING' AND waiting = 0;
+-- The children still waiting, which no ready index holds (the console's
+-- counts and bulk actions, `awc jobs list`).
+CREATE INDEX jobs_waiting_idx ON awc.jobs (id) WHERE state = 'PENDING' AND waiting > 0;
 
 -- Queue depth counts ready jobs only: a waiting child is not depth.
 CREATE OR REPLACE FUNCTION awc.ready_jobs(queue text DEFAULT NULL, cap integer DEFAULT 100000)

@@ -294,7 +294,7 @@ class Coordinator:
             handler = self.engine.registry.get(row.kind)
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
-                             self._request_heartbeat, row.token, row.checkpoint)
+                             self._request_heartbeat, row.token, row.checkpoint, self.engine.dsn)
             run = Run(row, ctx, handler, self.engine.jitter(row.slot))
             self.running[row.id] = run
             if handler is None:

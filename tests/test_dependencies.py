@@ -177,3 +177,86 @@ def test_enqueue_refuses_a_reference_it_cannot_have(conn: psycopg.Connection[Any
     with pytest.raises(EnqueueError) as caught:
         enqueue(conn, "k", on_parent_failure="later")
     assert caught.value.field == "on_parent_failure" and count_jobs(conn) == 0
+
+
+def test_pruning_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connection[Any]) -> None:
+    from tick.maintenance import prune
+
+    needed, spare, lone = enqueue(conn, "ok"), enqueue(conn, "ok"), enqueue(conn, "ok")
+    child = enqueue(conn, "late", after=[needed, spare])
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - interval '2 days'"
+                 " WHERE id = ANY(%s)", ([needed, spare, lone],))
+    assert prune(conn, 3600, force=True) == 1  # the lone one only
+    assert states(conn, [needed, spare, child]) == ["COMPLETED", "COMPLETED", "PENDING"]
+    run_all(conn, registry_with(late=ok))
+    assert prune(conn, 3600, force=True) == 2  # once the child is final, both go
+
+
+def test_wait_wakes_on_the_final_notification(conn: psycopg.Connection[Any],
+                                              db_url: str) -> None:
+    from tick.db import connect
+    from tick.waiting import JobOutcome, wait
+
+    job = enqueue(conn, "ok")
+    done = threading.Event()
+
+    def finish() -> None:
+        done.wait(10)
+        with connect(db_url) as other:
+            other.execute("UPDATE awc.jobs SET state = 'COMPLETED', result = '{\"n\": 1}' "
+                          "WHERE id = %s", (job,))
+
+    import time
+
+    worker = threading.Thread(target=finish)
+    worker.start()
+    start = time.monotonic()
+    done.set()
+    # The poll fallback is an hour: only the notification can answer in time.
+    outcome = wait(conn, job, 10, poll_secs=3600)
+    worker.join(10)
+    assert outcome == JobOutcome("COMPLETED", {"n": 1}, None)
+    assert time.monotonic() - start < 5
+
+
+def test_wait_polls_when_no_notification_comes(conn: psycopg.Connection[Any],
+                                               db_url: str) -> None:
+    from tick.db import connect
+    from tick.waiting import wait
+
+    job = enqueue(conn, "ok")
+    # An update the trigger does not announce (as if the notification were
+    # lost): the job is final, only the poll can see it.
+    conn.execute("ALTER TABLE awc.jobs DISABLE TRIGGER jobs_notify_final")
+    timer = threading.Timer(0.3, lambda: connect(db_url).execute(
+        "UPDATE awc.jobs SET state = 'FAILED', last_error = 'Fail: no' WHERE id = %s", (job,)))
+    timer.start()
+    outcome = wait(conn, job, 10, poll_secs=0.5)
+    timer.join()
+    assert (outcome.state, outcome.last_error) == ("FAILED", "Fail: no")
+    with pytest.raises(TimeoutError):
+        wait(conn, enqueue(conn, "never"), 0.2, poll_secs=0.05)
+
+
+def test_awc_wait_and_enqueue_after_from_the_command_line(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    from tests.support import run_awc
+
+    parent = enqueue(conn, "ok")
+    made = run_awc(awc_env, "enqueue", "ok", "--after", str(parent),
+                   "--on-parent-failure", "run")
+    assert made.returncode == 0, made.stderr
+    child = int(made.stdout)
+    shown = run_awc(awc_env, "jobs", "show", str(child))
+    assert '"waiting_for": 1' in shown.stdout and '"parents": 1' in shown.stdout
+    missing = run_awc(awc_env, "enqueue", "ok", "--after", "999999")
+    assert missing.returncode == 2 and "--after" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    late = run_awc(awc_env, "wait", str(child), "--timeout", "0.2")
+    assert late.returncode == 1 and late.stderr.startswith("awc: job")
+    run_all(conn, registry_with(ok=ok))
+    done = run_awc(awc_env, "wait", str(child), "--timeout", "5")
+    assert (done.returncode, done.stdout.strip()) == (0, f'{{"job": {child}}}')
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED' WHERE id = %s", (parent,))
+    failed = run_awc(awc_env, "wait", str(parent))
+    assert (failed.returncode, failed.stderr.strip()) == (1, f"awc: job {parent} ended FAILED")

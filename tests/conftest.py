@@ -202,9 +202,10 @@ def lam(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 # tests marked one by one.
 SLOW_MODULES = frozenset({
     "test_bench_horizon", "test_bounded", "test_checkpoints", "test_cli_failures",
-    "test_clocks", "test_console", "test_dependency_races", "test_console_browser", "test_console_connections",
+    "test_clocks", "test_console", "test_console_browser", "test_console_connections",
     "test_console_errors", "test_console_narrow", "test_console_operator", "test_console_plans",
-    "test_container", "test_demo", "test_deploy", "test_error_history", "test_gc_property",
+    "test_container", "test_demo", "test_dependency_races", "test_deploy", "test_error_history",
+    "test_gc_property",
     "test_gc_safety", "test_gc_sweep", "test_handlers", "test_host_settings", "test_lambda",
     "test_limit_costs", "test_limits", "test_long_walks", "test_loop", "test_loop_history",
     "test_operator_actions", "test_operator_cli", "test_packaging", "test_processes",

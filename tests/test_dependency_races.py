@@ -60,7 +60,7 @@ def test_four_tick_processes_finish_a_fan_in_and_its_child_runs_once(
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err[-2000:]
         completed += json.loads(out)["completed"]
-    assert completed == PARENTS + 1
+    assert completed == PARENTS + 1  # the child in the same tick as its last parent
     assert_ran_once_after_every_parent(conn, parents, child)
 
 

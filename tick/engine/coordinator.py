@@ -105,7 +105,7 @@ class Coordinator:
             self._begin_stop(now)
         if now >= self.next_expiry or self.stopping_since is not None:
             self._expire(now)
-        claim = self.claims.request(now)
+        claim = self.claims.request(now, riding=bool(self.flush))
         if self.flush or claim is not None:
             self._round_trip(claim)
         if now >= self.next_fence_check:

@@ -215,3 +215,65 @@ CREATE TRIGGER jobs_notify_final AFTER UPDATE OF state ON awc.jobs
     FOR EACH ROW WHEN (OLD.state IN ('PENDING', 'RUNNING')
                        AND NEW.state IN ('COMPLETED', 'FAILED', 'CANCELLED'))
     EXECUTE FUNCTION awc.notify_final();
+
+-- The plain-SQL way to declare a job's parents (SPEC §20), for producers in
+-- any language: in the transaction that inserted the child, before it
+-- commits. The same rules as enqueue(after=...): every parent must exist
+-- (locked in id order until the commit, so none becomes final unseen), a
+-- parent already failed cancels a "cancel" child at once. Returns how many
+-- parents the child waits for.
+CREATE FUNCTION awc.declare_parents(child bigint, parents bigint[],
+                                    on_parent_failure text DEFAULT 'cancel')
+    RETURNS integer
+    LANGUAGE plpgsql AS $$
+DECLARE
+    locked  bigint[];
+    missing bigint;
+    failed  text;
+    unfinished integer;
+BEGIN
+    IF declare_parents.on_parent_failure IS NULL
+       OR declare_parents.on_parent_failure NOT IN ('cancel', 'run') THEN
+        RAISE EXCEPTION 'on_parent_failure must be ''cancel'' or ''run'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(ARRAY(SELECT DISTINCT p FROM unnest(parents) AS p)) > 10000 THEN
+        RAISE EXCEPTION 'after names more than 10000 parents'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    locked := ARRAY(SELECT j.id FROM awc.jobs AS j WHERE j.id = ANY (parents)
+                   ORDER BY j.id FOR NO KEY UPDATE);
+    SELECT p INTO missing FROM unnest(parents) AS p WHERE p <> ALL (locked) OR p = child LIMIT 1;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'after names job %, which does not exist or is the child', missing
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    INSERT INTO awc.job_parents (child_id, parent_id)
+    SELECT child, p FROM unnest(locked) AS p
+    ON CONFLICT DO NOTHING;
+    UPDATE awc.jobs SET has_children = true WHERE id = ANY (locked) AND NOT has_children;
+    SELECT count(*) FILTER (WHERE p.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')),
+           (array_agg('parent job ' || p.id || ' ended ' || p.state ORDER BY p.id)
+               FILTER (WHERE p.state IN ('FAILED', 'CANCELLED')))[1]
+    INTO unfinished, failed
+    FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id
+    WHERE e.child_id = child;
+    UPDATE awc.jobs AS j
+    SET waiting = unfinished,
+        on_parent_failure = declare_parents.on_parent_failure,
+        state = CASE WHEN declare_parents.on_parent_failure = 'cancel' AND failed IS NOT NULL
+                     THEN 'CANCELLED' ELSE j.state END,
+        last_error = CASE WHEN declare_parents.on_parent_failure = 'cancel'
+                               AND failed IS NOT NULL
+                          THEN 'ParentFailed: ' || failed ELSE j.last_error END,
+        finished_at = CASE WHEN declare_parents.on_parent_failure = 'cancel'
+                                AND failed IS NOT NULL
+                           THEN now() ELSE j.finished_at END
+    WHERE j.id = child AND j.state = 'PENDING';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % is not a PENDING job', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN unfinished;
+END;
+$$;

@@ -260,3 +260,27 @@ def test_awc_wait_and_enqueue_after_from_the_command_line(
     conn.execute("UPDATE awc.jobs SET state = 'FAILED' WHERE id = %s", (parent,))
     failed = run_awc(awc_env, "wait", str(parent))
     assert (failed.returncode, failed.stderr.strip()) == (1, f"awc: job {parent} ended FAILED")
+
+
+def test_plain_sql_declares_parents_as_enqueue_does(conn: psycopg.Connection[Any]) -> None:
+    parent = enqueue(conn, "ok")
+    with conn.transaction():
+        row = conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok') RETURNING id").fetchone()
+        assert row is not None
+        child = int(row[0])
+        waits = conn.execute("SELECT awc.declare_parents(%s, ARRAY[%s, %s]::bigint[])",
+                             (child, parent, parent)).fetchone()
+    assert waits == (1,)
+    assert tick(conn, registry=registry_with(ok=ok), max_secs=10,
+                max_jobs=1).claimed == 1  # the parent only
+    run_all(conn, registry_with(ok=ok))
+    assert states(conn, [parent, child]) == ["COMPLETED", "COMPLETED"]
+    before = count_jobs(conn)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok')")
+        conn.execute("SELECT awc.declare_parents(lastval(), ARRAY[999999]::bigint[])")
+    with pytest.raises(psycopg.errors.InvalidParameterValue), conn.transaction():
+        conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok')")
+        conn.execute("SELECT awc.declare_parents(lastval(), ARRAY[%s]::bigint[], 'later')",
+                     (parent,))
+    assert count_jobs(conn) == before

@@ -4,9 +4,10 @@
                                  [--before REV] [--no-before]
 
 * The claim with N children waiting (default 100,000, behind one parent that
-  never runs) vs none: shared buffers the claim statement touches and its
-  time, medians over R claims of 64 slots, on the same 1,000 ready jobs.
-  Waiting children are in no ready index: the two must be about equal.
+  never runs) vs as many finished jobs instead: shared buffers the claim
+  statement touches and its time, medians over R claims of 64 slots, on the
+  same 1,000 ready jobs. Waiting children are in no ready index: the two
+  must be about equal.
 * Fan-in, N parents to one child (default 10,000), and fan-out, one parent
   to N children, drained by one `awc tick` process at concurrency 64, as
   jobs/s against N + 1 independent jobs in the same run (target >= 0.8);
@@ -30,7 +31,6 @@ from typing import Any
 
 from bench.common import (
     before_url,
-    bench_url,
     enqueue_noops,
     install_before,
     machine,
@@ -38,6 +38,7 @@ from bench.common import (
     report,
     reset,
     rev_before_adding,
+    server_url,
 )
 from bench.drain import drain_fresh, drain_prepared
 from tick.db import connect
@@ -46,14 +47,38 @@ from tick.queue import NO_CURSOR
 from tick.statements import sql
 
 BEFORE_DB = "awc_bench_before_dependencies"
+NOW_DB = "awc_bench_dependencies"  # its own: another checkout's awc_bench may be newer
 
 
-def claim_cost(url: str, children: int, runs: int) -> tuple[float, float]:
+def own_url() -> str:
+    """A fresh database NOW_DB on the bench's server, migrated by this checkout."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from tick.migrate import migrate
+
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {NOW_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {NOW_DB}")
+    url = make_conninfo(admin, dbname=NOW_DB)
+    with connect(url) as conn:
+        migrate(conn)
+    return url
+
+
+def claim_cost(url: str, children: int, runs: int, waiting: bool) -> tuple[float, float]:
     """Median (shared buffers, ms) of the claim statement over 1,000 ready
-    jobs, with `children` waiting behind a parent that never runs."""
+    jobs, with `children` jobs waiting behind a parent that never runs, or
+    (not `waiting`) as many finished jobs: the same table, so the two differ
+    only in whether those rows wait."""
     with connect(url) as conn:
         reset(conn)
-        if children:
+        if not waiting:
+            conn.execute("INSERT INTO awc.jobs (kind, state, finished_at) "
+                         "SELECT 'noop', 'COMPLETED', now() FROM generate_series(0, %s)",
+                         (children,))
+        else:
             parent = enqueue(conn, "noop", run_at=None, priority=-1)
             conn.execute("UPDATE awc.jobs SET run_at = 'infinity' WHERE id = %s", (parent,))
             for start in range(0, children, 10_000):
@@ -122,10 +147,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--no-before", action="store_true", help="skip the comparison with REV")
     args = parser.parse_args(argv)
-    url = bench_url()
+    url = own_url()
     figures: dict[str, Any] = {}
-    none_buf, none_ms = claim_cost(url, 0, max(args.runs, 5))
-    many_buf, many_ms = claim_cost(url, args.children, max(args.runs, 5))
+    none_buf, none_ms = claim_cost(url, args.children, max(args.runs, 5), waiting=False)
+    many_buf, many_ms = claim_cost(url, args.children, max(args.runs, 5), waiting=True)
     figures.update(claim_buffers_no_waiting=none_buf, claim_buffers_with_waiting=many_buf,
                    claim_ms_no_waiting=round(none_ms, 3), claim_ms_with_waiting=round(many_ms, 3),
                    claim_buffers_ratio=round(many_buf / none_buf, 3) if none_buf else None)

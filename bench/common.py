@@ -52,7 +52,7 @@ def bench_url(admin: str | None = None, database: str = BENCH_DB) -> str:
 
 def reset(conn: psycopg.Connection[Any]) -> None:
     """An empty queue with fresh statistics, as after a deploy."""
-    conn.execute("TRUNCATE awc.jobs, awc.walk_marks RESTART IDENTITY")
+    conn.execute("TRUNCATE awc.jobs, awc.job_parents, awc.walk_marks RESTART IDENTITY")
     conn.execute("UPDATE awc.maintenance SET last_run_at = now()")  # no prune mid-run
     conn.execute("VACUUM ANALYZE awc.jobs")
     conn.execute("CHECKPOINT")

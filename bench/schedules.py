@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def _drain(url: str, jobs: int) -> float:
     with connect(url) as conn:
-        conn.execute("TRUNCATE awc.jobs, awc.walk_marks RESTART IDENTITY")
+        conn.execute("TRUNCATE awc.jobs, awc.job_parents, awc.walk_marks RESTART IDENTITY")
         enqueue_noops(conn, jobs)
         conn.execute("VACUUM ANALYZE awc.jobs")
     return drain_prepared(url, jobs, 256)

@@ -100,11 +100,31 @@ UPDATE awc.jobs SET attempts = 3, max_attempts = 3,
              || E'  File "/srv/app/reports/ledger.py", line 88, in fetch_ledger\\n'
              || E'    return client.get(f"/ledger/{tenant}", timeout=None).json()\\n'))
 WHERE id = 11;
+-- A small graph (SPEC §20): an export fanned out to three thumbnails, an index
+-- after all three, an email after the index; then the export and two
+-- thumbnails finish (their trigger counts the children down) and one runs.
+INSERT INTO awc.jobs (id, kind, queue)
+VALUES (9001, 'export.run', 'reports'), (9002, 'thumbnail.make', 'default'),
+       (9003, 'thumbnail.make', 'default'), (9004, 'thumbnail.make', 'default'),
+       (9005, 'index.build', 'default'), (9006, 'email.send', 'default');
+SELECT awc.declare_parents(n, ARRAY[9001]) FROM generate_series(9002, 9004) AS n;
+SELECT awc.declare_parents(9005, ARRAY[9002, 9003, 9004], 'run');
+SELECT awc.declare_parents(9006, ARRAY[9005]);
+UPDATE awc.jobs SET state = 'COMPLETED', attempts = 1, started_at = now() - interval '3 minutes',
+       finished_at = now() - interval '150 seconds', result = '{"rows": 48210}'
+WHERE id = 9001;
+UPDATE awc.jobs SET state = 'COMPLETED', attempts = 1, started_at = now() - interval '140 s',
+       finished_at = now() - interval '95 seconds', result = jsonb_build_object('key', id)
+WHERE id IN (9002, 9003);
+UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, started_at = now() - interval '20 s',
+       locked_by = 'awc-loop-1', locked_until = now() + interval '40 seconds',
+       claim_token = gen_random_uuid()
+WHERE id = 9004;
 ANALYZE awc.jobs;
 """
 
 PAGES = [("overview", "/"), ("jobs", "/jobs"), ("jobs-failed", "/jobs?state=FAILED"),
-         ("job", "/jobs/4"), ("job-failed", "/jobs/11"),
+         ("job", "/jobs/4"), ("job-failed", "/jobs/11"), ("job-dependencies", "/jobs/9005"),
          ("bulk", "/jobs/bulk?action=retry&state=FAILED"),
          ("schedules", "/schedules"), ("schedule", "/schedules/hourly-gc"),
          ("ticks", "/ticks"),

@@ -731,3 +731,21 @@ def test_pause_and_resume_on_the_limits_page_keep_the_limit_and_are_recorded(
                        ).status_code == 404
     assert client.post("/limits/pause", data={"target": "kind:mail"}).status_code == 403
     assert _limit(conn, "mail") == (3, 10, 60, False) and len(_audit(conn)) == 4
+
+
+def test_a_job_page_shows_its_parents_and_children_with_their_states(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    # SPEC §20: "waiting for N of M parents", N the parents not yet final.
+    from tick.producer import enqueue_many
+
+    ids = enqueue_many(conn, [{"kind": "export"}, {"kind": "thumb"}, {"kind": "thumb"},
+                              {"kind": "index", "after": ["#0", "#1", "#2"]},
+                              {"kind": "email", "after": ["#3"]}])
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED' WHERE id = %s", (ids[0],))
+    client = signed_in(console)
+    page = client.get(f"/jobs/{ids[3]}").text
+    assert "Waiting for 2 of 3 parents" in page
+    for parent in ids[:3]:
+        assert f'href="/jobs/{parent}"' in page
+    assert "Children" in page and f'href="/jobs/{ids[4]}"' in page
+    assert "Parents" not in client.get(f"/jobs/{ids[0]}").text

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
      "tick.report", "tick.timeouts"),
     ("tick.queue", "tick.producer", "tick.parts", "tick.maintenance", "tick.admin",
-     "tick.schedules", "tick.limits", "tick.bulk"),
+     "tick.schedules", "tick.limits", "tick.bulk", "tick.parents", "tick.waiting"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry"),
     ("tick.events", "tick.metrics", "tick.export"),

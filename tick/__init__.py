@@ -14,15 +14,19 @@ if TYPE_CHECKING:
     from tick.engine.context import JobCancelled, JobContext, LeaseLost
     from tick.engine.outcomes import Complete, Continue, Fail, Retry
     from tick.engine.registry import handler
+    from tick.errors import EnqueueError
     from tick.producer import enqueue, enqueue_many
     from tick.report import TickReport
+    from tick.waiting import JobOutcome, wait
 
 __all__ = [
     "Complete",
     "Continue",
+    "EnqueueError",
     "Fail",
     "JobCancelled",
     "JobContext",
+    "JobOutcome",
     "LeaseLost",
     "Retry",
     "TickReport",
@@ -30,6 +34,7 @@ __all__ = [
     "enqueue_many",
     "handler",
     "tick",
+    "wait",
 ]
 
 _HOME = {
@@ -45,6 +50,9 @@ _HOME = {
     "handler": "tick.engine.registry",
     "TickReport": "tick.report",
     "tick": "tick.engine.api",
+    "EnqueueError": "tick.errors",
+    "JobOutcome": "tick.waiting",
+    "wait": "tick.waiting",
 }
 
 

@@ -21,8 +21,10 @@ SHOW_COLUMNS = (
 )
 LIST_COLUMNS = (
     "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "progress",
-    "continues", "run_at", "updated_at", "last_error",
+    "continues", "run_at", "updated_at", "waiting", "last_error",
 )
+FAMILY_SHOWN = 20  # parents and children listed by `awc jobs show` and the console
+FAMILY_CAP = 100_000  # children counted up to this
 
 
 def status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -75,7 +77,31 @@ def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
         raise JobNotFound(f"job {job_id} does not exist")
     job = dict(zip(SHOW_COLUMNS, row, strict=True))
     job["errors"] = _history(job["errors"])
+    family = job_family(conn, job_id)
+    if family["parents"] or family["children"]:
+        job["dependencies"] = family
     return job
+
+
+def job_family(conn: psycopg.Connection[Any], job_id: int,
+               shown: int = FAMILY_SHOWN) -> dict[str, Any]:
+    """A job's parents and children (SPEC §20): `parents` (how many),
+    `waiting_for` (how many are not final), `on_parent_failure`, `children`
+    (how many, up to FAMILY_CAP), and the first `shown` of each in id order
+    as `{id, kind, state}` (`parents_shown`, `children_shown`)."""
+    import json
+
+    row = conn.execute(sql("job_family"),
+                       {"id": job_id, "shown": shown, "cap": FAMILY_CAP}).fetchone()
+    assert row is not None  # one row, always
+    parents, unfinished, parents_shown, children, children_shown, policy = row
+
+    def listed(text: str) -> list[dict[str, Any]]:
+        return [{"id": i, "kind": k, "state": s} for i, k, s in json.loads(text)]
+
+    return {"parents": int(parents), "waiting_for": int(unfinished),
+            "on_parent_failure": policy, "parents_shown": listed(parents_shown),
+            "children": int(children), "children_shown": listed(children_shown)}
 
 
 def _history(errors: Any) -> Any:

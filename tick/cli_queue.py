@@ -121,6 +121,11 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
 @click.option("--timeout", "timeout_secs", type=float,
               help="Seconds one run may take (1 to 604800), overriding its handler's.")
+@click.option("--after", type=click.IntRange(1, 2**63 - 1), multiple=True, metavar="ID",
+              help="A job this one waits for (repeat for several).")
+@click.option("--on-parent-failure", type=click.Choice(["cancel", "run"]),
+              help="When a parent fails or is cancelled: cancel this job (the default) "
+                   "or run it once every parent is final.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -131,6 +136,8 @@ def enqueue_command(
     queue: str,
     dedupe_key: str | None,
     timeout_secs: float | None,
+    after: tuple[int, ...],
+    on_parent_failure: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
@@ -155,8 +162,33 @@ def enqueue_command(
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs,
+            after=list(after) if after else None, on_parent_failure=on_parent_failure,
         )
     click.echo(job_id)
+
+
+@click.command("wait")
+@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.option("--timeout", type=click.FloatRange(0, MAX_DELAY_SECS), default=300,
+              show_default=True, help="Seconds to wait for the job to be final.")
+def wait_command(job_id: int, timeout: float) -> None:
+    """Wait for job JOB_ID to be final; print its result as JSON and exit 0
+    if it COMPLETED, else one line naming its state and exit 1.
+
+    \f
+    SPEC §20."""
+    from tick.errors import AwcError
+    from tick.waiting import wait
+
+    settings = load_settings()
+    with operator_connection(settings) as conn:
+        try:
+            outcome = wait(conn, job_id, timeout)
+        except TimeoutError:
+            raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
+    if outcome.state != "COMPLETED":
+        raise AwcError(f"job {job_id} ended {outcome.state}")
+    echo_json(outcome.result)
 
 
 # -- operating ------------------------------------------------------------------
@@ -212,7 +244,8 @@ def jobs_list(
             echo_json(row)
     else:
         shown = [{**row, "progress": None if row["progress"] is None
-                  else f"{row['progress']:.0%}"} for row in rows]
+                  else f"{row['progress']:.0%}", "waiting": row["waiting"] or None}
+                 for row in rows]
         click.echo(table(shown, LIST_COLUMNS))
 
 
@@ -255,4 +288,4 @@ def prune_command() -> None:
 
 # retry, cancel, jobs discard, pause and resume: tick/cli_actions.py (SPEC §22);
 # status and ticks: tick/cli_history.py.
-COMMANDS = [enqueue_command, jobs_group, prune_command]
+COMMANDS = [enqueue_command, wait_command, jobs_group, prune_command]

@@ -45,6 +45,11 @@ class FieldError(ValueError):
         self.reason = reason
 
 
+class EnqueueError(FieldError):
+    """A job the database would refuse, named by the field at fault; the
+    message never quotes the value (it may be a payload or a secret)."""
+
+
 class JobStateError(AwcError):
     """An operator command named a job that is missing or in the wrong state."""
 

@@ -6,7 +6,10 @@ Retention never deletes them one by one: once the current part has taken
 completions for a seventh of the retention and the next part's rows are all
 older than the retention, the next part is emptied with TRUNCATE and becomes
 current. That costs no DELETE, leaves no dead row and needs no VACUUM, so it
-does not care whether a long transaction holds the xmin horizon back.
+does not care whether a long transaction holds the xmin horizon back. A
+completed parent that a child not yet final still needs (SPEC §20) is first
+carried into the current part, and the edges of the children that go are
+deleted with them.
 
 TRUNCATE needs the part to itself. A `pg_dump` or a long report reading the
 history holds it, and a TRUNCATE waiting in the lock queue would make every
@@ -60,9 +63,15 @@ def rotate(conn: psycopg.Connection[Any], after_secs: float, lock_key: int) -> i
             if again is None or int(again[0]) != slot:
                 return None  # another process rotated meanwhile
             conn.execute("SET LOCAL lock_timeout = '100ms'")
+            names = {"part": table, "current": ident.SQL(part_table((slot - 1) % PARTS))}
+            carried = [int(r[0]) for r in conn.execute(
+                ident.SQL(sql("carry_done_parents")).format(**names))]
+            conn.execute(ident.SQL(sql("forget_done_edges")).format(**names),
+                         {"carried": carried})
+            conn.execute("SELECT set_config('awc.carrying', '', true)")
             conn.execute(ident.SQL("TRUNCATE {}").format(table))
             conn.execute(sql("leave_done_part"))
             conn.execute(sql("take_done_part"), {"slot": slot})
     except psycopg.errors.LockNotAvailable:
         return None
-    return removed
+    return removed - len(carried)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tick.errors import FieldError
+from tick.errors import EnqueueError as EnqueueError  # its home before SPEC §20
 from tick.statements import sql
 from tick.text import jsonb_refusal, text_refusal
 from tick.timeouts import timeout_refusal
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 ENQUEUE_FIELDS = frozenset(
     {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
-     "timeout_secs"}
+     "timeout_secs", "after", "on_parent_failure"}  # after, on_parent_failure: SPEC §20
 )
 
 
@@ -36,11 +36,6 @@ COPY_CHUNK = 1000
 NAME_LIMIT = 200  # kind and queue, characters
 DEDUPE_KEY_LIMIT = 1000  # characters
 INT4_MAX = 2**31 - 1
-
-
-class EnqueueError(FieldError):
-    """A job the database would refuse, named by the field at fault; the
-    message never quotes the value (it may be a payload or a secret)."""
 
 
 def _check_text(value: Any, field: str, limit: int) -> str:
@@ -130,14 +125,32 @@ def enqueue(
     queue: str = "default",
     dedupe_key: str | None = None,
     timeout_secs: float | None = None,
+    after: Sequence[int] | None = None,
+    on_parent_failure: str | None = None,
 ) -> int:
     """Enqueue one job and return its id (SPEC §4.3).
 
     Does not commit: the enqueue joins the caller's transaction. With a
     `dedupe_key` held by a PENDING or RUNNING job, nothing is inserted and that
     job's id is returned. `timeout_secs` (1 s to 7 days) is how long one run
-    may take, overriding its handler's in either direction (SPEC §26).
+    may take, overriding its handler's in either direction (SPEC §26). With
+    `after`, the job waits for those jobs to be final, and
+    `on_parent_failure` ("cancel" or "run") says what a parent's failure
+    does to it (SPEC §20).
     """
+    if after is not None or on_parent_failure is not None:
+        from tick.parents import enqueue_graph
+
+        job: dict[str, Any] = {
+            "kind": kind, "payload": payload, "max_attempts": max_attempts, "run_at": run_at,
+            "priority": priority, "queue": queue, "dedupe_key": dedupe_key, "after": after,
+            "timeout_secs": timeout_secs}
+        if on_parent_failure is not None:
+            job["on_parent_failure"] = on_parent_failure
+        check_job(kind, payload, max_attempts=max_attempts, run_at=run_at, priority=priority,
+                  queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
+        return enqueue_graph(conn, [job], lambda plain: enqueue_many(conn, plain),
+                             single=True)[0]
     params = {
         "kind": kind,
         "payload": check_job(kind, payload, max_attempts=max_attempts, run_at=run_at,
@@ -163,12 +176,28 @@ def enqueue(
 def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]]) -> list[int]:
     """Enqueue many jobs in one round trip; ids in input order (SPEC §4.3).
 
-    Each job is a mapping with `enqueue`'s parameter names, `kind` required.
+    Each job is a mapping with `enqueue`'s parameter names, `kind` required;
+    an `after` entry may be `"#N"`, the N-th job of this call (SPEC §20).
     Does not commit. A job whose dedupe key is live gets the live job's id.
     """
     batch = list(jobs)
     if not batch:
         return []
+    from tick.parents import wants_parents
+
+    if wants_parents(batch):
+        from tick.parents import enqueue_graph
+
+        _check_fields(batch)  # every field, before a parent is locked
+        return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
+    _check_fields(batch)
+    if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
+        return _copy_many(conn, batch)
+    return _insert_many(conn, batch)
+
+
+def _check_fields(batch: list[Mapping[str, Any]]) -> None:
+    """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3)."""
     # A batch repeats its kinds, queues and limits: each distinct combination
     # is checked once. The key holds each value's type as well, so True never
     # passes for 1, nor 1.0 for 1; an unhashable value is checked every time.
@@ -194,8 +223,10 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
         if key is not None:
             passed.add(key)
-    if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
-        return _copy_many(conn, batch)
+
+
+def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) -> list[int]:
+    """INSERT the jobs in one statement, dedupe keys and all."""
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
         "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [],

@@ -79,6 +79,15 @@ class Engine:
             conn = self._conn = self._connect()
         return conn
 
+    def dsn(self) -> str:
+        """Where the engine's connection goes, password included, for a
+        handler's own reads (`ctx.parents()`, SPEC §20); never logged."""
+        from psycopg.conninfo import make_conninfo
+
+        conn = self.conn
+        password = conn.pgconn.password
+        return make_conninfo(conn.info.dsn, password=password.decode() if password else None)
+
     def reconnect(self) -> None:
         """Replace a lost connection (the coordinator's recovery)."""
         old, self._conn = self._conn, self._connect()

@@ -44,10 +44,14 @@ class Claims:
         self.held_back = False  # the last claim left ready jobs to a limit's room
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
 
-    def request(self, now: float) -> ClaimRequest | None:
-        """The claim to send now, or None (nothing free, idle, or ended)."""
+    def request(self, now: float, riding: bool = False) -> ClaimRequest | None:
+        """The claim to send now, or None (nothing free, idle, or ended).
+        A run whose queue drained still claims with each flush of outcomes
+        (`riding`): an outcome may make a waiting child ready in the same
+        transaction (SPEC §20), and the claim beside it takes the child."""
         spec = self._spec
-        if self.ended is not None or not self.free or now < self.idle_until:
+        ended = None if self.ended == "drained" and riding else self.ended
+        if ended is not None or not self.free or now < self.idle_until:
             return None
         left = math.inf if spec.deadline is None else spec.deadline - now
         if left < MIN_CLAIM_SECS:
@@ -77,6 +81,8 @@ class Claims:
         claimer, now), unless a global limit held some back: then the run
         claims again shortly, until its deadline (SPEC §18)."""
         self.cursor.moved(mark, time.monotonic())
+        if self.ended == "drained":
+            self.ended = None  # a claim rode a flush: drained again only if it is short
         taken = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)

@@ -8,12 +8,17 @@ import numbers
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tick.text import json_value_text
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from tick.waiting import ParentJob
 
 # The most characters of JSON one checkpoint may save: a checkpoint is
 # rewritten often, so its state is a cursor into the work, not the work.
@@ -77,6 +82,7 @@ class JobContext:
         "_abandoned",
         "_cancelled",
         "_deadline",
+        "_dsn",
         "_event",
         "_extend",
         "_fixed",
@@ -102,9 +108,11 @@ class JobContext:
         extend: Callable[[JobContext, Saving | None], float | None],
         claim_token: str = "",
         saved: str | None = None,
+        dsn: Callable[[], str] | None = None,
         fixed: bool = False,
     ) -> None:
         self.job_id = job_id
+        self._dsn = dsn  # where ctx.parents() reads, without a connection of its own
         # This claim's fencing token: a handler that records its own holder
         # (a GC epoch) names the claim with it.
         self.claim_token = claim_token
@@ -189,6 +197,23 @@ class JobContext:
         if self._saved is _UNREAD:
             self._saved = None if self._saved_text is None else json.loads(self._saved_text)
         return self._saved
+
+    def parents(self, conn: psycopg.Connection[Any] | None = None) -> Iterator[ParentJob]:
+        """This job's parents, `(id, kind, state, result)` each, in id order,
+        read from the database in pages of at most 1,000 (SPEC §20). Reads
+        through `conn` if given, else on a connection of its own opened for
+        the iteration."""
+        from tick.waiting import parents
+
+        if conn is not None:
+            yield from parents(conn, self.job_id)
+            return
+        if self._dsn is None:
+            raise RuntimeError("ctx.parents(): this context has no database; pass a connection")
+        import psycopg
+
+        with psycopg.connect(self._dsn(), autocommit=True) as own:
+            yield from parents(own, self.job_id)
 
     def _write(self, saving: Saving | None) -> float:
         if self._lost or self._abandoned:

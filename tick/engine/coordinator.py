@@ -108,7 +108,7 @@ class Coordinator:
         failing = self.leases.failing_since is not None
         if failing:
             self._give_up(now)
-        claim = None if failing else self.claims.request(now)
+        claim = None if failing else self.claims.request(now, riding=bool(self.flush))
         fence_due = now >= self.next_fence_check
         going = bool(self.flush) or claim is not None or fence_due
         self.flush.writes.renewals = self.leases.pick(now, going)
@@ -313,7 +313,7 @@ class Coordinator:
                 deadline = min(deadline, self.spec.deadline)
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
                              self.heartbeats.request, row.token, row.checkpoint,
-                             fixed=bool(timeout))
+                             self.engine.dsn, fixed=bool(timeout))
             run = Run(row, ctx, handler, self.engine.jitter(row.slot))
             self.running[row.id] = run
             if handler is None:

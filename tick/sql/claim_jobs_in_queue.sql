@@ -34,14 +34,14 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         FROM plan, unnest(%(xip)s::text[]::xid8[]) AS x, LATERAL (
             -- Ordered by ready_xid: only jobs_ready_xid_idx answers without a
             -- sort (the pin forbids one), never a walk of the ready index.
-            SELECT * FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.ready_xid = x
+            SELECT * FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.ready_xid = x
             ORDER BY j.ready_xid) AS j
         WHERE pg_visible_in_snapshot(x, plan.snap)
         UNION ALL
         SELECT j.id, -j.priority::int, j.run_at, j.kind, j.queue
         FROM spans AS s, LATERAL (
             SELECT * FROM ONLY awc.jobs AS j
-            WHERE j.state = 'PENDING' AND j.ready_xid > s.lo AND j.ready_xid < s.hi
+            WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.ready_xid > s.lo AND j.ready_xid < s.hi
             ORDER BY j.ready_xid) AS j
     ) AS l, plan
     WHERE (l.p, l.run_at, l.id)
@@ -54,14 +54,14 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     SELECT j.id, -j.priority::int AS p, j.run_at
     FROM ONLY awc.jobs AS j
     WHERE j.id = ANY (ARRAY(SELECT id FROM late WHERE due))
-      AND j.state = 'PENDING' AND j.run_at <= now() AND (SELECT go FROM plan)
+      AND j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now() AND (SELECT go FROM plan)
     ORDER BY j.id
     LIMIT (SELECT want FROM plan)
     FOR UPDATE OF j SKIP LOCKED
 ), taken_next AS MATERIALIZED (
     SELECT j.id, -j.priority::int AS p, j.run_at
     FROM ONLY awc.jobs AS j
-    WHERE j.state = 'PENDING'
+    WHERE j.state = 'PENDING' AND j.waiting = 0
       AND j.queue = %(queue)s
       AND (j.queue, -j.priority::int, j.run_at, j.id)
           > (%(queue)s, %(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
@@ -103,7 +103,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     SELECT f.p, f.run_at, f.id FROM (
         (SELECT -j.priority::int AS p, j.run_at, j.id
          FROM ONLY awc.jobs AS j
-         WHERE j.state = 'PENDING'
+         WHERE j.state = 'PENDING' AND j.waiting = 0
            AND j.queue = %(queue)s
            AND (j.queue, -j.priority::int, j.run_at, j.id)
                > (%(queue)s, %(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)
@@ -137,7 +137,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     SELECT -j.priority::int, j.run_at, j.id
     FROM mark AS m, LATERAL (
         SELECT * FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING'
+        WHERE j.state = 'PENDING' AND j.waiting = 0
           AND j.queue = %(queue)s
           AND (j.queue, -j.priority::int, j.run_at, j.id)
               > (%(queue)s, %(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)

@@ -43,9 +43,11 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs
     FROM awc.limits AS l
     WHERE (l.scope = 'kind' AND (%(kinds)s::text[] IS NULL OR l.name = ANY (%(kinds)s::text[]))
-           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.kind = l.name))
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = l.name))
        OR (l.scope = 'queue' AND (%(queues)s::text[] IS NULL OR l.name = ANY (%(queues)s::text[]))
-           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j WHERE j.state = 'PENDING' AND j.queue = l.name))
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.queue = l.name))
 ), room AS MATERIALIZED (  -- the held ones, and each one's room (at most the slots)
     SELECT l.scope, l.name, l.rate, l.per_secs, greatest(least(
         coalesce(l.max_running - (  -- counted up to max_running: past it, no room
@@ -78,7 +80,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     -- jobs_ready_lane_idx per lane, however many jobs each holds.
     (SELECT j.kind, j.queue, j.priority
      FROM ONLY awc.jobs AS j
-     WHERE j.state = 'PENDING' AND NOT (SELECT walk FROM gate) AND (SELECT limited FROM stamp)
+     WHERE j.state = 'PENDING' AND j.waiting = 0
+       AND NOT (SELECT walk FROM gate) AND (SELECT limited FROM stamp)
      ORDER BY j.kind, j.queue, j.priority
      LIMIT 1)
     UNION ALL
@@ -86,7 +89,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM lanes AS l, LATERAL (
         SELECT j.kind, j.queue, j.priority
         FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND (j.kind, j.queue, j.priority) > (l.kind, l.queue, l.priority)
+        WHERE j.state = 'PENDING' AND j.waiting = 0
+          AND (j.kind, j.queue, j.priority) > (l.kind, l.queue, l.priority)
         ORDER BY j.kind, j.queue, j.priority
         LIMIT 1) AS n
 ), mine AS MATERIALIZED (  -- the lanes this claim's filters allow
@@ -111,7 +115,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM open AS o, LATERAL (
         SELECT j.id, j.kind, j.queue, j.priority, j.run_at
         FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.kind = o.kind AND j.queue = o.queue
+        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
           AND j.priority = o.priority AND j.run_at <= now()
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
         LIMIT o.cap) AS c
@@ -142,7 +146,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM chosen AS c, LATERAL (
         SELECT j.id, j.priority, j.run_at
         FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.kind = c.kind AND j.queue = c.queue
+        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = c.kind AND j.queue = c.queue
           AND j.priority = c.priority AND j.run_at <= now()
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
         LIMIT c.n
@@ -196,7 +200,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                              OR (z.scope = 'queue' AND z.name = m.queue))
           AND (SELECT count(*) FROM (
                    SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND j.kind = m.kind AND j.queue = m.queue
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = m.kind AND j.queue = m.queue
                      AND j.priority = m.priority AND j.run_at <= now()
                    LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
     ) AS held_back

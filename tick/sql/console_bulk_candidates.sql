@@ -7,7 +7,7 @@
 -- longer ago (PENDING, RUNNING). Each state is its own branch with the state
 -- as a literal, so each reads its partial index (jobs_dead_idx,
 -- jobs_finished_idx, jobs_ready_lane_idx or jobs_ready_queue_idx or
--- jobs_ready_idx, the lease index) and the preview's count and the action
+-- jobs_ready_idx, jobs_waiting_idx, the lease index) and the preview's count and the action
 -- read at most %(cap)s rows per state.
 (SELECT id FROM awc.jobs
  WHERE 'FAILED' = ANY(%(states)s::text[]) AND state = 'FAILED'
@@ -34,7 +34,15 @@ UNION ALL
  LIMIT %(cap)s)
 UNION ALL
 (SELECT id FROM awc.jobs
- WHERE 'PENDING' = ANY(%(states)s::text[]) AND state = 'PENDING'
+ WHERE 'PENDING' = ANY(%(states)s::text[]) AND state = 'PENDING' AND waiting = 0
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+   AND (%(older_secs)s::float8 IS NULL
+        OR created_at < now() - make_interval(secs => %(older_secs)s::float8))
+ LIMIT %(cap)s)
+UNION ALL
+(SELECT id FROM awc.jobs  -- PENDING children waiting for parents (SPEC §20)
+ WHERE 'PENDING' = ANY(%(states)s::text[]) AND state = 'PENDING' AND waiting > 0
    AND (%(kind)s::text IS NULL OR kind = %(kind)s)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
    AND (%(older_secs)s::float8 IS NULL

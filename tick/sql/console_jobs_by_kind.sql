@@ -11,10 +11,10 @@
 --   those rows past it (the page says so). A kind whose only jobs are
 --   running, failed or finished is listed too.
 WITH RECURSIVE pending AS (
-    (SELECT kind FROM awc.jobs WHERE state = 'PENDING' ORDER BY kind LIMIT 1)
+    (SELECT kind FROM awc.jobs WHERE state = 'PENDING' AND waiting = 0 ORDER BY kind LIMIT 1)
     UNION ALL
     SELECT (SELECT j.kind FROM awc.jobs AS j
-            WHERE j.state = 'PENDING' AND j.kind > p.kind
+            WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind > p.kind
             ORDER BY j.kind LIMIT 1)
     FROM pending AS p
     WHERE p.kind IS NOT NULL
@@ -49,7 +49,7 @@ CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE c.run_at <= now()) AS ready,
            count(*) FILTER (WHERE NOT c.run_at <= now()) AS scheduled
     FROM (SELECT j.run_at FROM awc.jobs AS j
-          WHERE j.state = 'PENDING' AND j.kind = g.kind
+          WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = g.kind
           LIMIT %(cap)s) AS c
 ) AS p
 LEFT JOIN others AS o ON o.kind = g.kind

@@ -11,10 +11,10 @@
 --   those rows past it (the page says so). A queue whose only jobs are
 --   running, failed or finished is listed too.
 WITH RECURSIVE pending AS (
-    (SELECT queue FROM awc.jobs WHERE state = 'PENDING' ORDER BY queue LIMIT 1)
+    (SELECT queue FROM awc.jobs WHERE state = 'PENDING' AND waiting = 0 ORDER BY queue LIMIT 1)
     UNION ALL
     SELECT (SELECT j.queue FROM awc.jobs AS j
-            WHERE j.state = 'PENDING' AND j.queue > p.queue
+            WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.queue > p.queue
             ORDER BY j.queue LIMIT 1)
     FROM pending AS p
     WHERE p.queue IS NOT NULL
@@ -49,7 +49,7 @@ CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE c.run_at <= now()) AS ready,
            count(*) FILTER (WHERE NOT c.run_at <= now()) AS scheduled
     FROM (SELECT j.run_at FROM awc.jobs AS j
-          WHERE j.state = 'PENDING' AND j.queue = g.queue
+          WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.queue = g.queue
           LIMIT %(cap)s) AS c
 ) AS p
 LEFT JOIN others AS o ON o.queue = g.queue

@@ -7,5 +7,7 @@ WITH discarded AS (
     WHERE id = ANY(%(ids)s::bigint[])
       AND state IN ('FAILED', 'CANCELLED', 'COMPLETED')
     RETURNING id
+), edges AS (
+    DELETE FROM awc.job_parents AS e USING discarded WHERE e.child_id = discarded.id
 )
 SELECT count(*) FROM discarded

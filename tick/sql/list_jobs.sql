@@ -1,6 +1,7 @@
--- Jobs for `awc jobs list`, newest first, optionally narrowed.
+-- Jobs for `awc jobs list`, newest first, optionally narrowed; `waiting`, the
+-- parents a child still waits for (SPEC §20).
 SELECT id, kind, state, queue, priority, attempts, max_attempts, progress, continues, run_at,
-       updated_at, last_error
+       updated_at, waiting, last_error
 FROM awc.jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)

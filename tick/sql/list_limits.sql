@@ -16,12 +16,12 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             WHEN l.scope = 'kind'
             THEN (SELECT count(*) FROM (
                       SELECT 1 FROM ONLY awc.jobs AS j
-                      WHERE j.state = 'PENDING' AND j.kind = l.name AND j.run_at <= now()
+                      WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = l.name AND j.run_at <= now()
                       ORDER BY j.queue, j.priority, j.run_at, j.id  -- jobs_ready_lane_idx's
                       LIMIT %(cap)s) AS ready)
             ELSE (SELECT count(*) FROM (
                       SELECT 1 FROM ONLY awc.jobs AS j
-                      WHERE j.state = 'PENDING' AND j.queue = l.name AND j.run_at <= now()
+                      WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.queue = l.name AND j.run_at <= now()
                       ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
             END AS held_back

@@ -2,5 +2,5 @@
 -- Jobs with an infinite run_at have no age to measure (and would fail the subtraction).
 SELECT extract(epoch FROM now() - min(run_at) FILTER (WHERE isfinite(run_at)))::float8
 FROM ONLY awc.jobs
-WHERE state = 'PENDING'
+WHERE state = 'PENDING' AND waiting = 0
   AND run_at <= now()

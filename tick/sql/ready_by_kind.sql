@@ -7,7 +7,7 @@ SELECT kind, count(*),
 FROM (
     SELECT kind, run_at
     FROM ONLY awc.jobs
-    WHERE state = 'PENDING' AND run_at <= now()
+    WHERE state = 'PENDING' AND waiting = 0 AND run_at <= now()
     ORDER BY -priority::int, run_at, id
     LIMIT 100000
 ) AS ready

@@ -177,6 +177,10 @@ def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
     for field in ("payload", "result", "checkpoint"):
         found[field] = _pretty(found[field])
     found["errors"] = _errors(found["errors"])
+    from tick.admin import job_family
+
+    # Parents and children with their states (SPEC §20): a bounded read.
+    found["family"] = job_family(conn, job_id)
     fire = conn.execute(sql("console_job_fire"), {"id": job_id}).fetchone()
     found["fire"] = None if fire is None else dict(
         zip(("schedule", "fire_at", "status", "recorded_at"), fire, strict=True))

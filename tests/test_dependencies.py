@@ -1,0 +1,286 @@
+"""SPEC §20: dependencies between jobs, in one process: a child waits for its
+parents, a parent's failure cancels (or lets run) its children down the
+graph, an operator retry revives them, and bad declarations insert nothing.
+The races (concurrent ticks, a killed tick) are in test_dependency_races.py."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import job_row, registry_with
+from tick import Complete, EnqueueError, Fail, JobContext, tick
+from tick.admin import retry
+from tick.producer import enqueue, enqueue_many
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run_all(conn: psycopg.Connection[Any], reg: Any, rounds: int = 100) -> None:
+    """Tick until nothing is left to claim (each tick drains what is ready)."""
+    for _ in range(rounds):
+        report = tick(conn, registry=reg, max_secs=30, max_jobs=1000, concurrency=4)
+        if report.claimed == 0:
+            return
+    raise AssertionError("the queue did not drain")
+
+
+def states(conn: psycopg.Connection[Any], ids: list[int]) -> list[str]:
+    rows = dict(conn.execute("SELECT id, state FROM awc.jobs WHERE id = ANY(%s)",
+                             (ids,)).fetchall())
+    return [rows[i] for i in ids]
+
+
+def count_jobs(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM awc.jobs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def ok(ctx: JobContext, payload: Any) -> Complete:
+    return Complete({"job": ctx.job_id})
+
+
+def test_a_child_runs_after_every_parent_and_reads_their_results(
+        conn: psycopg.Connection[Any]) -> None:
+    seen: list[Any] = []
+
+    def child(ctx: JobContext, payload: Any) -> Complete:
+        seen.extend(ctx.parents())
+        return Complete({"parents": len(seen)})
+
+    a, b = enqueue(conn, "parent"), enqueue(conn, "parent")
+    c = enqueue(conn, "child", after=[a, b, a])  # an id named twice counts once
+    assert job_row(conn, c)["waiting"] == 2
+    # Only the child's kind: the child is never claimed while it waits.
+    assert tick(conn, registry=registry_with(child=child), max_secs=10,
+                kinds=["child"]).claimed == 0
+    run_all(conn, registry_with(parent=ok, child=child))
+    assert states(conn, [a, b, c]) == ["COMPLETED"] * 3
+    assert [(p.id, p.kind, p.state, p.result) for p in seen] == [
+        (a, "parent", "COMPLETED", {"job": a}), (b, "parent", "COMPLETED", {"job": b})]
+    row = conn.execute(
+        "SELECT bool_and(p.finished_at <= c.started_at) FROM awc.jobs AS c, awc.jobs AS p "
+        "WHERE c.id = %s AND p.id = ANY(%s)", (c, [a, b])).fetchone()
+    assert row == (True,)
+
+
+def test_a_chain_of_30_runs_in_order(conn: psycopg.Connection[Any]) -> None:
+    order: list[int] = []
+    lock = threading.Lock()
+
+    def step(ctx: JobContext, payload: Any) -> Complete:
+        with lock:
+            order.append(ctx.job_id)
+        return Complete(None)
+
+    jobs: list[dict[str, Any]] = [{"kind": "step"}]
+    jobs += [{"kind": "step", "after": [f"#{n}"]} for n in range(29)]
+    ids = enqueue_many(conn, jobs)
+    run_all(conn, registry_with(step=step))
+    assert order == ids
+
+
+def test_a_failed_parent_cancels_down_the_graph_and_run_children_still_run(
+        conn: psycopg.Connection[Any]) -> None:
+    ids = enqueue_many(conn, [
+        {"kind": "fails"},                                        # 0
+        {"kind": "ok"},                                           # 1
+        {"kind": "ok", "after": ["#0", "#1"]},                    # 2: cancelled
+        {"kind": "ok", "after": ["#2"]},                          # 3: cancelled below it
+        {"kind": "ok", "after": ["#0", "#1"], "on_parent_failure": "run"},  # 4: runs
+        {"kind": "ok", "after": ["#3"], "on_parent_failure": "run"},        # 5: runs
+    ])
+    run_all(conn, registry_with(fails=lambda ctx, p: Fail("no"), ok=ok))
+    assert states(conn, ids) == ["FAILED", "COMPLETED", "CANCELLED", "CANCELLED",
+                                 "COMPLETED", "COMPLETED"]
+    assert job_row(conn, ids[2])["last_error"] == f"ParentFailed: parent job {ids[0]} ended FAILED"
+    assert job_row(conn, ids[3])["last_error"] == (
+        f"ParentFailed: parent job {ids[2]} ended CANCELLED")
+
+
+def test_an_operator_retry_of_the_failed_parent_revives_what_it_cancelled(
+        conn: psycopg.Connection[Any]) -> None:
+    ids = enqueue_many(conn, [{"kind": "flaky"}, {"kind": "ok", "after": ["#0"]},
+                              {"kind": "ok", "after": ["#1"]}])
+    healed = threading.Event()
+
+    def flaky(ctx: JobContext, payload: Any) -> Complete | Fail:
+        return Complete(None) if healed.is_set() else Fail("not yet")
+
+    reg = registry_with(flaky=flaky, ok=ok)
+    run_all(conn, reg)
+    assert states(conn, ids) == ["FAILED", "CANCELLED", "CANCELLED"]
+    healed.set()
+    retry(conn, ids[0])
+    assert states(conn, ids) == ["PENDING"] * 3
+    assert [job_row(conn, i)["waiting"] for i in ids] == [0, 1, 1]
+    run_all(conn, reg)
+    assert states(conn, ids) == ["COMPLETED"] * 3
+
+
+def test_a_parent_final_at_enqueue_counts_at_once(conn: psycopg.Connection[Any]) -> None:
+    done, failed = enqueue(conn, "ok"), enqueue(conn, "fails")
+    run_all(conn, registry_with(ok=ok, fails=lambda ctx, p: Fail("no")))
+    after_done = enqueue(conn, "ok", after=[done])
+    assert job_row(conn, after_done)["waiting"] == 0
+    cancelled = enqueue_many(conn, [{"kind": "ok", "after": [done, failed]},
+                                    {"kind": "ok", "after": ["#0"]}])
+    runs = enqueue(conn, "ok", after=[failed], on_parent_failure="run")
+    assert states(conn, cancelled) == ["CANCELLED", "CANCELLED"]
+    run_all(conn, registry_with(ok=ok))
+    assert states(conn, [after_done, runs]) == ["COMPLETED", "COMPLETED"]
+
+
+def test_a_child_cancelled_while_waiting_stays_cancelled(conn: psycopg.Connection[Any]) -> None:
+    parent = enqueue(conn, "ok")
+    child = enqueue(conn, "ok", after=[parent])
+    conn.execute("UPDATE awc.jobs SET state = 'CANCELLED' WHERE id = %s", (child,))
+    run_all(conn, registry_with(ok=ok))
+    assert states(conn, [parent, child]) == ["COMPLETED", "CANCELLED"]
+
+
+@pytest.mark.parametrize(("jobs", "field", "reason"), [
+    ([{"kind": "k", "after": [10**9]}], "job 0: after", "names job 1000000000, which does not"),
+    ([{"kind": "k", "after": ["#0"]}], "job 0: after", '"#0" is not an earlier job'),
+    ([{"kind": "k"}, {"kind": "k", "after": ["#2"]}], "job 1: after", '"#2" is not an earlier'),
+    ([{"kind": "k", "after": ["#x"]}], "job 0: after", 'is not "#N"'),
+    ([{"kind": "k", "after": "#0"}], "job 0: after", "must be a list of job ids"),
+    ([{"kind": "k", "after": [1.5]}], "job 0: after", "must list job ids"),
+    ([{"kind": "k", "after": [True]}], "job 0: after", "must list job ids"),
+    ([{"kind": "k", "after": [-1]}], "job 0: after", "out of range"),
+    ([{"kind": "k", "after": list(range(1, 10_002))}], "job 0: after", "more than 10000"),
+    ([{"kind": "k", "on_parent_failure": "ignore"}], "job 0: on_parent_failure", "'cancel' or"),
+    ([{"kind": "k", "after": [1], "dedupe_key": "d"}], "job 0: after", "dedupe_key"),
+    ([{"kind": "k"}, {"kind": "", "after": ["#0"]}], "job 1: kind", "must not be empty"),
+])
+def test_bad_declarations_are_refused_by_field_with_nothing_inserted(
+        conn: psycopg.Connection[Any], jobs: list[dict[str, Any]], field: str,
+        reason: str) -> None:
+    if any(1 in job.get("after", []) for job in jobs if isinstance(job.get("after"), list)):
+        enqueue(conn, "existing")  # job 1 exists: the refusal is for another reason
+    before = count_jobs(conn)
+    with pytest.raises(EnqueueError) as caught:
+        enqueue_many(conn, jobs)
+    assert caught.value.field == field
+    assert reason in caught.value.reason
+    assert count_jobs(conn) == before
+
+
+def test_enqueue_refuses_a_reference_it_cannot_have(conn: psycopg.Connection[Any]) -> None:
+    with pytest.raises(EnqueueError) as caught:
+        enqueue(conn, "k", after=["#0"])  # type: ignore[list-item]
+    assert caught.value.field == "after" and count_jobs(conn) == 0
+    with pytest.raises(EnqueueError) as caught:
+        enqueue(conn, "k", on_parent_failure="later")
+    assert caught.value.field == "on_parent_failure" and count_jobs(conn) == 0
+
+
+def test_pruning_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connection[Any]) -> None:
+    from tick.maintenance import prune
+
+    needed, spare, lone = enqueue(conn, "ok"), enqueue(conn, "ok"), enqueue(conn, "ok")
+    child = enqueue(conn, "late", after=[needed, spare])
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() - interval '2 days'"
+                 " WHERE id = ANY(%s)", ([needed, spare, lone],))
+    assert prune(conn, 3600, force=True) == 1  # the lone one only
+    assert states(conn, [needed, spare, child]) == ["COMPLETED", "COMPLETED", "PENDING"]
+    run_all(conn, registry_with(late=ok))
+    assert prune(conn, 3600, force=True) == 2  # once the child is final, both go
+
+
+def test_wait_wakes_on_the_final_notification(conn: psycopg.Connection[Any],
+                                              db_url: str) -> None:
+    from tick.db import connect
+    from tick.waiting import JobOutcome, wait
+
+    job = enqueue(conn, "ok")
+    done = threading.Event()
+
+    def finish() -> None:
+        done.wait(10)
+        with connect(db_url) as other:
+            other.execute("UPDATE awc.jobs SET state = 'COMPLETED', result = '{\"n\": 1}' "
+                          "WHERE id = %s", (job,))
+
+    import time
+
+    worker = threading.Thread(target=finish)
+    worker.start()
+    start = time.monotonic()
+    done.set()
+    # The poll fallback is an hour: only the notification can answer in time.
+    outcome = wait(conn, job, 10, poll_secs=3600)
+    worker.join(10)
+    assert outcome == JobOutcome("COMPLETED", {"n": 1}, None)
+    assert time.monotonic() - start < 5
+
+
+def test_wait_polls_when_no_notification_comes(conn: psycopg.Connection[Any],
+                                               db_url: str) -> None:
+    from tick.db import connect
+    from tick.waiting import wait
+
+    job = enqueue(conn, "ok")
+    # An update the trigger does not announce (as if the notification were
+    # lost): the job is final, only the poll can see it.
+    conn.execute("ALTER TABLE awc.jobs DISABLE TRIGGER jobs_notify_final")
+    timer = threading.Timer(0.3, lambda: connect(db_url).execute(
+        "UPDATE awc.jobs SET state = 'FAILED', last_error = 'Fail: no' WHERE id = %s", (job,)))
+    timer.start()
+    outcome = wait(conn, job, 10, poll_secs=0.5)
+    timer.join()
+    assert (outcome.state, outcome.last_error) == ("FAILED", "Fail: no")
+    with pytest.raises(TimeoutError):
+        wait(conn, enqueue(conn, "never"), 0.2, poll_secs=0.05)
+
+
+def test_awc_wait_and_enqueue_after_from_the_command_line(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    from tests.support import run_awc
+
+    parent = enqueue(conn, "ok")
+    made = run_awc(awc_env, "enqueue", "ok", "--after", str(parent),
+                   "--on-parent-failure", "run")
+    assert made.returncode == 0, made.stderr
+    child = int(made.stdout)
+    shown = run_awc(awc_env, "jobs", "show", str(child))
+    assert '"waiting_for": 1' in shown.stdout and '"parents": 1' in shown.stdout
+    missing = run_awc(awc_env, "enqueue", "ok", "--after", "999999")
+    assert missing.returncode == 2 and "--after" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    late = run_awc(awc_env, "wait", str(child), "--timeout", "0.2")
+    assert late.returncode == 1 and late.stderr.startswith("awc: job")
+    run_all(conn, registry_with(ok=ok))
+    done = run_awc(awc_env, "wait", str(child), "--timeout", "5")
+    assert (done.returncode, done.stdout.strip()) == (0, f'{{"job": {child}}}')
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED' WHERE id = %s", (parent,))
+    failed = run_awc(awc_env, "wait", str(parent))
+    assert (failed.returncode, failed.stderr.strip()) == (1, f"awc: job {parent} ended FAILED")
+
+
+def test_plain_sql_declares_parents_as_enqueue_does(conn: psycopg.Connection[Any]) -> None:
+    parent = enqueue(conn, "ok")
+    with conn.transaction():
+        row = conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok') RETURNING id").fetchone()
+        assert row is not None
+        child = int(row[0])
+        waits = conn.execute("SELECT awc.declare_parents(%s, ARRAY[%s, %s]::bigint[])",
+                             (child, parent, parent)).fetchone()
+    assert waits == (1,)
+    assert tick(conn, registry=registry_with(ok=ok), max_secs=10,
+                max_jobs=1).claimed == 1  # the parent only
+    run_all(conn, registry_with(ok=ok))
+    assert states(conn, [parent, child]) == ["COMPLETED", "COMPLETED"]
+    before = count_jobs(conn)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok')")
+        conn.execute("SELECT awc.declare_parents(lastval(), ARRAY[999999]::bigint[])")
+    with pytest.raises(psycopg.errors.InvalidParameterValue), conn.transaction():
+        conn.execute("INSERT INTO awc.jobs (kind) VALUES ('ok')")
+        conn.execute("SELECT awc.declare_parents(lastval(), ARRAY[%s]::bigint[], 'later')",
+                     (parent,))
+    assert count_jobs(conn) == before

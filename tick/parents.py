@@ -1,0 +1,124 @@
+"""Dependencies as a producer declares them (SPEC §20): `after=[...]` and
+`on_parent_failure` on an enqueue, checked by field, then the parents locked,
+the jobs inserted and the edges declared, all in the producer's transaction.
+
+Every parent exists when its child is enqueued (an earlier job of the same
+`enqueue_many` call is named `"#N"`), so no cycle can ever be built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tick.errors import EnqueueError
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+MAX_PARENTS = 10_000  # distinct parents of one job (SPEC §20)
+POLICIES = ("cancel", "run")
+DEPENDENCY_FIELDS = frozenset({"after", "on_parent_failure"})
+BIGINT_MAX = 2**63 - 1
+
+# A parent: an existing job's id, or the index of an earlier job of the call.
+Parent = int | tuple[str, int]
+
+
+def _parent(value: Any, own: int | None, field: str) -> Parent:
+    """One entry of `after`: a job id, or `"#N"` naming the N-th job of this
+    `enqueue_many` call (`own` is the child's index; None for `enqueue`)."""
+    if isinstance(value, str):
+        if own is None:
+            raise EnqueueError(field, '"#N" names a job of the same enqueue_many call')
+        digits = value[1:]
+        if not value.startswith("#") or not digits.isascii() or not digits.isdigit():
+            raise EnqueueError(field, 'holds a string that is not "#N"')
+        n = int(digits)
+        if n >= own:
+            raise EnqueueError(field, f'"#{n}" is not an earlier job of this call '
+                                      f"(this is job {own})")
+        return ("#", n)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EnqueueError(field, "must list job ids")
+    if not 1 <= value <= BIGINT_MAX:
+        raise EnqueueError(field, "names a job id out of range")
+    return value
+
+
+def check_after(after: Any, own: int | None, field: str = "after") -> list[Parent]:
+    """`after` as distinct parents (an id named twice counts once), or an
+    `EnqueueError` naming `field`."""
+    if after is None:
+        return []
+    if isinstance(after, (str, bytes, Mapping)) or not isinstance(after, (list, tuple)):
+        raise EnqueueError(field, "must be a list of job ids")
+    seen: dict[Parent, None] = {}
+    for value in after:
+        seen[_parent(value, own, field)] = None
+    if len(seen) > MAX_PARENTS:
+        raise EnqueueError(field, f"names more than {MAX_PARENTS} parents")
+    return list(seen)
+
+
+def check_policy(policy: Any, field: str = "on_parent_failure") -> str:
+    """The policy, or an `EnqueueError` naming `field`."""
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise EnqueueError(field, "must be 'cancel' or 'run'")
+    return policy
+
+
+def wants_parents(jobs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any job of the call declares a dependency."""
+    return any(not DEPENDENCY_FIELDS.isdisjoint(job) for job in jobs)
+
+
+def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
+                  insert: Callable[[list[dict[str, Any]]], list[int]],
+                  *, single: bool = False) -> list[int]:
+    """Enqueue `jobs` with their dependencies: every field checked first,
+    the existing parents locked (a missing one refuses the call with nothing
+    inserted), the jobs inserted by `insert`, then the edges declared. Ids
+    in input order. An error names job n's field ("job 3: after") unless the
+    call is `enqueue`'s (`single`), where "#N" has nothing to name."""
+
+    def prefix(n: int) -> str:
+        return "" if single else f"job {n}: "
+
+    plain: list[dict[str, Any]] = []
+    wanted: list[tuple[list[Parent], str | None]] = []
+    for n, job in enumerate(jobs):
+        after = check_after(job.get("after"), None if single else n, prefix(n) + "after")
+        policy = (check_policy(job["on_parent_failure"], prefix(n) + "on_parent_failure")
+                  if "on_parent_failure" in job else None)
+        if after and job.get("dedupe_key") is not None:
+            # A dedupe hit returns a job that may already run: it cannot start waiting.
+            raise EnqueueError(prefix(n) + "after", "cannot be combined with dedupe_key")
+        plain.append({k: v for k, v in job.items() if k not in DEPENDENCY_FIELDS})
+        wanted.append((after, policy))
+    existing = sorted({p for after, _ in wanted for p in after if isinstance(p, int)})
+    if existing:
+        found = {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": existing})}
+        for n, (after, _) in enumerate(wanted):
+            missing = [p for p in after if isinstance(p, int) and p not in found]
+            if missing:
+                raise EnqueueError(prefix(n) + "after",
+                                   f"names job {missing[0]}, which does not exist")
+    ids = insert(plain)
+    children: list[int] = []
+    parents: list[int] = []
+    items: list[int] = []
+    policies: list[str] = []
+    for job_id, (after, policy) in zip(ids, wanted, strict=True):
+        if policy is None and not after:
+            continue
+        items.append(job_id)
+        policies.append(policy or "cancel")
+        for parent in after:
+            children.append(job_id)
+            parents.append(parent if isinstance(parent, int) else ids[parent[1]])
+    if items:
+        conn.execute(sql("declare_parents"), {"children": children, "parents": parents,
+                                              "ids": items, "policies": policies})
+    return ids

@@ -1,0 +1,107 @@
+"""Waiting for jobs (SPEC §20): a producer's `wait` for one job's outcome,
+and a running job's view of its parents.
+
+`wait` LISTENs on `awc_final`, which a trigger sends with the id of every
+job that becomes final, and reads the job only when its id arrives; a poll
+every few seconds covers a notification lost (a connection that dropped,
+a LISTEN that began after the job finished).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from tick.errors import JobNotFound
+from tick.statements import sql
+
+if TYPE_CHECKING:
+    import psycopg
+
+FINAL_CHANNEL = "awc_final"
+FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
+POLL_SECS = 5.0  # the fallback's interval: a lost notification costs at most this
+PARENTS_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """A final job's outcome: its state, its handler's result (COMPLETED),
+    and its last error (FAILED or CANCELLED, else None)."""
+
+    state: str
+    result: Any
+    last_error: str | None
+
+
+class ParentJob(NamedTuple):
+    """One parent of a running job, as `ctx.parents()` yields it."""
+
+    id: int
+    kind: str
+    state: str
+    result: Any
+
+
+def _outcome(conn: psycopg.Connection[Any], job_id: int) -> JobOutcome | None:
+    row = conn.execute(sql("job_outcome"), {"id": job_id}).fetchone()
+    if row is None:
+        raise JobNotFound(f"job {job_id} does not exist")
+    state, result, last_error = row
+    if state not in FINAL_STATES:
+        return None
+    return JobOutcome(str(state), None if result is None else json.loads(result), last_error)
+
+
+def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
+         *, poll_secs: float = POLL_SECS) -> JobOutcome:
+    """Return once job `job_id` is final (SPEC §20); `TimeoutError` when
+    `timeout_secs` pass first, `JobNotFound` if there is no such job.
+
+    On an autocommit connection it LISTENs for the job's final notification
+    (and UNLISTENs before returning); inside a transaction, where a LISTEN
+    would wait for the commit, it polls every `poll_secs`."""
+    end = time.monotonic() + max(timeout_secs, 0.0)
+    listening = conn.autocommit
+    if listening:
+        conn.execute(f"LISTEN {FINAL_CHANNEL}")
+    try:
+        # Listening first, then reading: a job that becomes final between
+        # the two is seen by the read or announced to the listener.
+        wanted = str(job_id)
+        while True:
+            outcome = _outcome(conn, job_id)
+            if outcome is not None:
+                return outcome
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"job {job_id} was not final within {timeout_secs:g}s")
+            nap = min(left, poll_secs)
+            if not listening:
+                time.sleep(nap)
+                continue
+            until = time.monotonic() + nap
+            while (rest := until - time.monotonic()) > 0:
+                if any(n.payload == wanted for n in conn.notifies(timeout=rest, stop_after=1)):
+                    break
+    finally:
+        if listening and not conn.closed:
+            conn.execute(f"UNLISTEN {FINAL_CHANNEL}")
+
+
+def parents(conn: psycopg.Connection[Any], job_id: int,
+            page: int = PARENTS_PAGE) -> Iterator[ParentJob]:
+    """The parents of job `job_id` in id order, read `page` at a time."""
+    after = 0
+    while True:
+        rows = conn.execute(sql("parents_page"),
+                            {"child": job_id, "after": after, "page": page}).fetchall()
+        for pid, kind, state, result in rows:
+            yield ParentJob(int(pid), str(kind), str(state),
+                            None if result is None else json.loads(result))
+        if len(rows) < page:
+            return
+        after = int(rows[-1][0])

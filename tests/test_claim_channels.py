@@ -35,7 +35,12 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_back": ({"claim_limited_jobs"}, {"finish_tick", "record_tick"}),
     "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
+    # Not the claim's: retention's carry of needed parents (decision 0030),
+    # read by the parts' settle trigger (awc.settle_children, in the schema).
+    "awc.carrying": ({"carry_done_parents"}, set()),
 }
+# Channels read by a function of the schema, not by a statement file.
+SCHEMA_READS = {"awc.carrying": "awc.settle_children"}
 # The order `tick.queue.round_trip` sends them in (the claim is one of the two
 # claim_jobs variants; the tail, one of the history statements, goes last).
 ORDER = ["claim_limits", "claim_limited_jobs", "claim_jobs", "tail"]
@@ -116,7 +121,8 @@ def test_the_state_a_retry_leaves_is_one_rule_in_python_and_sql(
 
 
 def test_the_declared_channels_are_the_decision_records() -> None:
-    text = (ROOT / "docs" / "decisions" / "0027-claim-cursor.md").read_text(encoding="utf-8")
+    text = "".join((ROOT / "docs" / "decisions" / name).read_text(encoding="utf-8")
+                   for name in ("0027-claim-cursor.md", "0030-finished-parts.md"))
     for channel in CHANNELS:
         assert f"`{channel}`" in text, channel
 
@@ -136,3 +142,10 @@ def test_the_claim_variants_are_one_statement_but_the_walk() -> None:
     want = [line.strip() for line in one[one.index("WITH limited"):].splitlines()]
     assert [line for line in norm if line] == [line for line in want if line]
 
+
+def test_a_channel_the_schema_reads_is_read_by_that_function() -> None:
+    schema = (ROOT / "docs" / "schema.sql").read_text(encoding="utf-8")
+    for channel, function in SCHEMA_READS.items():
+        body = schema[schema.index(f"CREATE FUNCTION {function}("):]
+        body = body[:body.index("$$;")]
+        assert f"current_setting('{channel}', true)" in body, (channel, function)

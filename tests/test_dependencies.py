@@ -257,9 +257,12 @@ def test_awc_wait_and_enqueue_after_from_the_command_line(
     run_all(conn, registry_with(ok=ok))
     done = run_awc(awc_env, "wait", str(child), "--timeout", "5")
     assert (done.returncode, done.stdout.strip()) == (0, f'{{"job": {child}}}')
-    conn.execute("UPDATE awc.jobs SET state = 'FAILED' WHERE id = %s", (parent,))
-    failed = run_awc(awc_env, "wait", str(parent))
-    assert (failed.returncode, failed.stderr.strip()) == (1, f"awc: job {parent} ended FAILED")
+    # A dead letter (a completed job is final: it sits in a finished part).
+    dead = enqueue(conn, "ok")
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = now() WHERE id = %s",
+                 (dead,))
+    failed = run_awc(awc_env, "wait", str(dead))
+    assert (failed.returncode, failed.stderr.strip()) == (1, f"awc: job {dead} ended FAILED")
 
 
 def test_plain_sql_declares_parents_as_enqueue_does(conn: psycopg.Connection[Any]) -> None:

@@ -210,3 +210,31 @@ def test_migrate_keeps_completed_jobs_in_the_hot_table_and_prune_still_takes_the
         assert part_of(conn, old) == part_of(conn, recent) == "awc.jobs"
         assert prune(conn, 7 * DAY, force=True) == 1
         assert conn.execute("SELECT id FROM awc.jobs").fetchall() == [(recent,)]
+
+
+def test_retention_carries_a_parent_a_waiting_child_needs_and_drops_finished_edges(
+    conn: psycopg.Connection[Any]
+) -> None:
+    """SPEC §20 with §24: emptying a part keeps the completed parent a child
+    not yet final still reads, without settling that child a second time;
+    a completed child's edges go with it."""
+    done_parent = enqueue(conn, "noop")
+    slow_parent = enqueue(conn, "noop", run_at=datetime.now(UTC) + timedelta(days=30))
+    child = enqueue(conn, "noop", after=[done_parent, slow_parent])
+    gone_parent = enqueue(conn, "noop")
+    gone_child = enqueue(conn, "noop", after=[gone_parent])
+    run_all(conn, noop=lambda ctx, p: None)
+    first = current_part(conn)
+    assert part_of(conn, done_parent) == part_of(conn, gone_child) == f"awc.jobs_done_{first}"
+    assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (1,)
+    # `first` is next to be emptied, and everything in it is past retention.
+    conn.execute("UPDATE awc.done_parts SET current = false WHERE current")
+    conn.execute("UPDATE awc.done_parts SET current = true, began = now() - interval '2 days' "
+                 "WHERE slot = %s", ((first - 1) % PARTS,))
+    conn.execute("UPDATE awc.done_parts SET began = now() - interval '8 days' WHERE slot = %s",
+                 ((first + 1) % PARTS,))
+    assert prune(conn, 7 * DAY, force=True) == 2  # gone_parent and gone_child; one carried
+    assert part_of(conn, done_parent) == f"awc.jobs_done_{(first - 1) % PARTS}"
+    assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (1,)
+    edges = conn.execute("SELECT child_id, parent_id FROM awc.job_parents ORDER BY 1, 2").fetchall()
+    assert edges == sorted([(child, done_parent), (child, slow_parent)])

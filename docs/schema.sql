@@ -39,6 +39,9 @@ CREATE TABLE awc.jobs (
     -- the update back to PENDING); claims find jobs made ready behind their
     -- cursor by it (docs/decisions/0027).
     ready_xid     xid8        DEFAULT pg_current_xact_id(),
+    -- SPEC §21: the enqueuing request's W3C trace context, a text map
+    -- (traceparent, tracestate); unreadable values count as none.
+    trace_context jsonb,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     import psycopg
 
 ENQUEUE_FIELDS = frozenset(
-    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key"}
+    {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
+     "traceparent", "tracestate"}
 )
 
 
@@ -121,12 +122,16 @@ def enqueue(
     priority: int = 0,
     queue: str = "default",
     dedupe_key: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> int:
     """Enqueue one job and return its id (SPEC §4.3).
 
     Does not commit: the enqueue joins the caller's transaction. With a
     `dedupe_key` held by a PENDING or RUNNING job, nothing is inserted and that
-    job's id is returned.
+    job's id is returned. The job carries the current span's trace context,
+    or `traceparent`/`tracestate` when given (SPEC §21): a traceparent that
+    is not W3C is not stored, and never an error.
     """
     params = {
         "kind": kind,
@@ -137,6 +142,7 @@ def enqueue(
         "priority": priority,
         "queue": queue,
         "dedupe_key": dedupe_key,
+        "trace_context": _trace_text(traceparent, tracestate),
     }
     # The live holder of a dedupe key may commit after this statement's
     # snapshot was taken: the insert then conflicts yet the lookup sees
@@ -146,6 +152,16 @@ def enqueue(
         if row is not None:
             return int(row[0])
     raise RuntimeError(f"enqueue of kind {kind!r} did not settle under dedupe contention")
+
+
+def _trace_text(traceparent: Any, tracestate: Any, current: str | None = None) -> str | None:
+    """The job's `trace_context` (SPEC §21): the given headers, else the
+    current span's context (`current` when the caller looked it up once)."""
+    from tick import trace_context
+
+    if traceparent is not None:
+        return trace_context.stored_text(traceparent, tracestate)
+    return current if current is not None else trace_context.current()
 
 
 def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -161,10 +177,13 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
     # is checked once. The key holds each value's type as well, so True never
     # passes for 1, nor 1.0 for 1; an unhashable value is checked every time.
     passed: set[tuple[Any, ...]] = set()
+    headers = False  # a job names its own trace context (SPEC §21)
     for n, job in enumerate(batch):
         if not ENQUEUE_FIELDS.issuperset(job):
             unknown = set(job) - ENQUEUE_FIELDS
             raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
+        if "traceparent" in job or "tracestate" in job:
+            headers = True
         if "kind" not in job:
             raise TypeError("enqueue_many: every job needs a 'kind'")
         fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),
@@ -181,11 +200,20 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
         if key is not None:
             passed.add(key)
+    from tick.trace_context import current
+
+    # The current context, looked up once for the batch: jobs without
+    # headers of their own carry it (None: no column to send in a COPY).
+    here = current()
+    traces = None if not headers and here is None else (
+        [_trace_text(job.get("traceparent"), job.get("tracestate"), here) for job in batch]
+        if headers else [here] * len(batch))
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
-        return _copy_many(conn, batch)
+        return _copy_many(conn, batch, traces)
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
         "priorities": [], "queues": [], "dedupe_keys": [],
+        "trace_contexts": traces if traces is not None else [None] * len(batch),
     }
     for job in batch:
         columns["kinds"].append(job["kind"])
@@ -199,34 +227,44 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
 
 
-def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) -> list[int]:
+def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
+               traces: list[str | None] | None) -> list[int]:
     """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
     statement, then stream the rows. Jobs without `run_at` take the column
-    default (the server's now()), so they go in a COPY without that column."""
+    default (the server's now()), so they go in a COPY without that column;
+    the trace context column is sent only when a job has one (SPEC §21)."""
+    from itertools import repeat
+
     from psycopg.copy import QueuedLibpqWriter
 
     row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
     assert row is not None
     ids: list[int] = row[0]
     later_rows = []
+    columns = "id, kind, payload, max_attempts, priority, queue" + (
+        "" if traces is None else ", trace_context")
     with conn.cursor() as cur:
         # The writer sends from its own thread: the server ingests one chunk
         # while this thread formats the next (SPEC §14, bench/enqueue.py).
-        with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue) "
-                      "FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+        with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN",
+                      writer=QueuedLibpqWriter(cur)) as copy:
             lines: list[str] = []
-            for job_id, job in zip(ids, batch, strict=True):
+            # ids and batch are of one length; with no column, every trace is None.
+            each_trace = repeat(None) if traces is None else traces
+            for job_id, job, trace in zip(ids, batch, each_trace, strict=False):
                 kind, payload = job["kind"], _payload_json(job.get("payload"))
                 max_attempts = int(job.get("max_attempts", 5))
                 priority = int(job.get("priority", 0))
                 queue, run_at = job.get("queue", "default"), job.get("run_at")
                 if run_at is not None:
                     later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
-                                       run_at))
+                                       trace, run_at))
                     continue
                 # COPY's text format, built directly: one line per job.
+                tail = "" if traces is None else (
+                    "\t\\N" if trace is None else f"\t{_copy_text(trace)}")
                 lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
-                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\n")
+                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}{tail}\n")
                 if len(lines) == COPY_CHUNK:
                     copy.write("".join(lines))
                     lines = []
@@ -234,7 +272,7 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) ->
                 copy.write("".join(lines))
         if later_rows:
             with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                          "run_at) FROM STDIN") as copy:
+                          "trace_context, run_at) FROM STDIN") as copy:
                 for values in later_rows:
                     copy.write_row(values)
     return ids

@@ -21,11 +21,12 @@ import time
 from queue import Empty
 from typing import Any
 
+import tick.engine.spans as spans
 from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext, Saving
-from tick.engine.flush import Flush, send, settle
+from tick.engine.flush import Flush, mark_lost, send, settle
 from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
 from tick.engine.parts import EngineParts
@@ -34,7 +35,7 @@ from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_sta
 from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
 from tick.history import Tail
-from tick.queue import ClaimedRow, ClaimRequest, lost_claims
+from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
 from tick.words import Record, StopReason
 
@@ -73,6 +74,7 @@ class Coordinator:
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
         self.row = HistoryRow(spec)  # this run's row of the history (SPEC §16)
+        self.trace: spans.RunTrace | None = None  # the run's (a loop: stretch's) span, §21
 
     # -- the loop -------------------------------------------------------------
 
@@ -90,8 +92,8 @@ class Coordinator:
                     if not (self.spec.continuous and error.connection_lost) \
                             or not self._recover():
                         raise
-        except DatabaseError:
-            self._abandon_all()
+        except DatabaseError as error:
+            self._abandon_all(error)
             raise
         self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
         self.report.duration_s = time.monotonic() - self.began
@@ -157,6 +159,7 @@ class Coordinator:
 
     def _close_history(self) -> None:
         self.row.close(self.engine.conn, self.report, self.began, self.engine.events)
+        self.trace = spans.finish(self.trace, self.report)  # the run's or stretch's span
         if self.spec.continuous:
             # The stretch's row is complete: no failure to record on it.
             self.engine.last_tick_id = None
@@ -228,6 +231,8 @@ class Coordinator:
     # -- maintenance, claims and outcomes -------------------------------------
 
     def _maintain(self) -> None:
+        if not self.spec.continuous:  # a loop's spans are its busy stretches' (SPEC §21)
+            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
         maintenance = self.engine.maintenance
         if maintenance is None:
             return
@@ -236,10 +241,11 @@ class Coordinator:
             # A loop's rows are its stretches, not its runs. The tick's
             # deadline bounds its maintenance, and the events of its fires,
             # too (SPEC §6).
-            done, report = maintain(
-                conn, maintenance, events=self.engine.events, observer=self.engine.observer,
-                start=None if self.spec.continuous else self.spec.history,
-                deadline=self.spec.deadline)
+            with spans.attached(self.trace):  # the jobs it fires carry the run's context
+                done, report = maintain(
+                    conn, maintenance, events=self.engine.events, observer=self.engine.observer,
+                    start=None if self.spec.continuous else self.spec.history,
+                    deadline=self.spec.deadline)
         except DatabaseError:
             raise
         except Exception as error:
@@ -288,6 +294,7 @@ class Coordinator:
     def _dispatch(self, rows: list[ClaimedRow], sent: float) -> None:
         if self.spec.continuous and rows and self.report.claimed == 0:
             self.began = sent  # a loop's tick starts at its first claim
+            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
         self.report.claimed += len(rows)
         batch: list[Run] = []
         for row in rows:
@@ -296,9 +303,10 @@ class Coordinator:
             deadline = sent + row.lease_s
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
                              self._request_heartbeat, row.token, row.checkpoint)
-            run = Run(row, ctx, handler, self.engine.jitter(row.slot))
+            run = Run(row, ctx, handler, self.engine.jitter(row.slot), self.trace)
             self.running[row.id] = run
             if handler is None:
+                run.span = self.trace.start_job(row) if self.trace is not None else None
                 run.outcome = (Record.FAIL, error_text(
                     "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0, None)
                 self._finished(run)
@@ -342,11 +350,13 @@ class Coordinator:
         self.claims.release(run.row.slot)
         self.flush.record(run, record, detail, delay, where)
 
-    def _abandon_all(self) -> None:
+    def _abandon_all(self, error: DatabaseError) -> None:
         for run in list(self.running.values()):
             run.ctx.abandon()
             self.engine.pool.abandon(run)
+            spans.abandoned(run.span)
         self.running.clear()
+        self.trace = spans.finish(self.trace, None, error)
         self.flush.release_heartbeats()
 
     def _begin_stop(self, now: float) -> None:
@@ -385,17 +395,5 @@ class Coordinator:
 
     def _check_fences(self, now: float) -> None:
         self.next_fence_check = now + FENCE_CHECK_SECS
-        old = [(job_id, run.row.token) for job_id, run in self.running.items()
-               if run.started and time.perf_counter() - run.started >= FENCE_CHECK_SECS]
-        if not old:
-            return
-        conn = self.engine.conn
-        try:
-            lost = lost_claims(conn, old)
-        except Exception as error:
-            raise as_database_error(error, "checking claims", conn) from None
-        for job_id in lost:
-            run = self.running.get(job_id)
-            if run is not None:
-                run.ctx.mark_lost()
+        mark_lost(self.engine.conn, self.running, FENCE_CHECK_SECS)
 

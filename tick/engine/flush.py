@@ -45,6 +45,8 @@ class Flush:
         """Queue `run`'s outcome for the next round trip; a Retry or Fail
         with the handler's traceback, if it raised (SPEC §22)."""
         row = run.row
+        if run.span is not None and record in (Record.RETRY, Record.FAIL):
+            run.span.failed(detail, traceback)  # its exception event (SPEC §21)
         if record is Record.COMPLETE:
             self.writes.complete.append((row.id, row.token, detail))
         elif record is Record.RETRY:
@@ -135,6 +137,26 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     return done
 
 
+def mark_lost(conn: psycopg.Connection[Any], running: dict[int, Run], older_than: float) -> None:
+    """Look up the claims of the jobs running `older_than` seconds or more
+    and tell each whose claim lost its job (an operator cancelled it, or a
+    rescue and another claim took it) that it did (`JobContext.mark_lost`)."""
+    from tick.db import as_database_error
+
+    old = [(job_id, run.row.token) for job_id, run in running.items()
+           if run.started and time.perf_counter() - run.started >= older_than]
+    if not old:
+        return
+    try:
+        lost = lost_claims(conn, old)
+    except Exception as error:
+        raise as_database_error(error, "checking claims", conn) from None
+    for job_id in lost:
+        run = running.get(job_id)
+        if run is not None:
+            run.ctx.mark_lost()
+
+
 def retry_state(attempts: int, max_attempts: int) -> str:
     """The state a Retry leaves: FAILED once attempts are spent, else
     PENDING. retry_jobs.sql decides the same in SQL; tests/test_claim_channels.py
@@ -185,7 +207,12 @@ def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]]
             state = hit[1]
             label = label_of(record, state)
         report.count(label)
+        span, ids = run.span, None
+        if span is not None:  # SPEC §21: the span ends as its outcome is known
+            span.end(label)
+            ids = span.ids
         out.append(JobEvent(job_id, run.row.kind, label, state, run.row.attempts,
-                            run.duration, run.row.wait_s + (now - run.started)))
+                            run.duration, run.row.wait_s + (now - run.started),
+                            *(ids or (None, None))))
     events.jobs(out)
     observer.processed(out)

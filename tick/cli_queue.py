@@ -119,6 +119,8 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
 @click.option("--queue", default="default", show_default=True)
 @click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
+@click.option("--traceparent", help="W3C traceparent of the trace the job joins.")
+@click.option("--tracestate", help="W3C tracestate to carry with --traceparent.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -128,9 +130,12 @@ def enqueue_command(
     priority: int,
     queue: str,
     dedupe_key: str | None,
+    traceparent: str | None,
+    tracestate: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
+    from tick.trace_context import valid_traceparent, valid_tracestate
 
     if delay is not None and run_at is not None:
         raise click.UsageError("give --delay or --run-at, not both")
@@ -143,6 +148,15 @@ def enqueue_command(
     # What the database would refuse is a usage error (an EnqueueError), before connecting.
     check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
               queue=queue, dedupe_key=dedupe_key)
+    # SPEC §21: a trace context that is not W3C is ignored, never refused:
+    # the job is enqueued without it, and the operator is told so.
+    if traceparent is not None and not valid_traceparent(traceparent):
+        click.echo("awc: --traceparent is not a W3C traceparent "
+                   "(00-<32 hex>-<16 hex>-<2 hex>); the job carries no trace context",
+                   err=True)
+    elif tracestate is not None and (traceparent is None or not valid_tracestate(tracestate)):
+        click.echo("awc: --tracestate is ignored (it needs a valid --traceparent and "
+                   "W3C list members)", err=True)
     settings = load_settings()
     with operator_connection(settings) as conn:
         if delay is not None:  # the claim compares run_at with the database's clock
@@ -152,6 +166,7 @@ def enqueue_command(
         job_id = enqueue(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key,
+            traceparent=traceparent, tracestate=tracestate,
         )
     click.echo(job_id)
 

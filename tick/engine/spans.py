@@ -210,6 +210,22 @@ def abandoned(job: JobSpan | None) -> None:
 
 
 @contextlib.contextmanager
+def maintenance_pass(driver: str, worker_id: str) -> Iterator[list[TickReport]]:
+    """A maintenance pass that is a run of its own (the loop's maintenance
+    part, `awc maintenance tick`) as a span `awc <driver>`, current while it
+    runs (the jobs it fires carry it); the caller appends the pass's report."""
+    trace = begin(driver, worker_id)
+    reported: list[TickReport] = []
+    try:
+        with attached(trace):
+            yield reported
+    except BaseException as error:
+        finish(trace, None, error)
+        raise
+    finish(trace, reported[-1] if reported else None)
+
+
+@contextlib.contextmanager
 def attached(trace: RunTrace | None) -> Iterator[None]:
     """The run's span is current on this thread meanwhile (the maintenance
     pass: a schedule's fired jobs carry its context), and detached after."""

@@ -142,8 +142,8 @@ def test_a_continued_or_rescued_job_runs_again_in_a_new_linked_trace(
         assert span.parent is None and span.context.trace_id != int(TP[3:35], 16)
         assert links_of(span)["enqueued"] == (int(TP[3:35], 16), int(TP[36:52], 16))
     assert dict(again.attributes or {})["awc.job.attempt"] == 2
-    assert {continued, rescued} == {int(dict(s.attributes or {})["messaging.message.id"])
-                                    for s in (later, again)}
+    assert {str(continued), str(rescued)} == {
+        dict(s.attributes or {})["messaging.message.id"] for s in (later, again)}
 
 
 def test_a_handler_runs_in_its_jobs_span_and_its_enqueues_carry_it(
@@ -195,6 +195,38 @@ def test_a_context_a_handler_leaves_attached_does_not_outlive_its_job(
     run_tick(conn, registry=registry, max_secs=10, concurrency=1)  # one slot thread, in turn
     [looked] = named(spans, "process looks")
     assert seen == [looked.context]
+
+
+def test_each_busy_stretch_of_a_loop_is_a_span(
+    db_url: str, conn: psycopg.Connection[Any], spans: InMemorySpanExporter
+) -> None:
+    import threading
+
+    from tests.support import wait_for
+    from tick.db import connect
+    from tick.engine.api import Engine, RunSpec
+    from tick.history import TickStart
+
+    engine = Engine(lambda: connect(db_url), registry=registry_with(noop=lambda c, p: None))
+    spec = RunSpec(history=TickStart("loop", "w-1"), continuous=True, poll_interval_s=0.1)
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.run, args=(spec, stop))
+    runner.start()
+    try:
+        for n in (1, 2):  # two stretches, the queue drained between them
+            enqueue_many(conn, [{"kind": "noop"}] * 3)
+            wait_for(lambda n=n: len(named(spans, "awc loop")) == n, timeout=20,  # type: ignore[misc]
+                     what=f"stretch {n}'s span")
+    finally:
+        stop.set()
+        engine.wake()
+        runner.join(30)
+        engine.close()
+    stretches = named(spans, "awc loop")
+    assert [dict(s.attributes or {})["awc.tick.completed"] for s in stretches] == [3, 3]
+    jobs = named(spans, "process noop")
+    assert sorted(j.parent.span_id for j in jobs if j.parent) == sorted(
+        [s.context.span_id for s in stretches] * 3)
 
 
 def test_lambda_job_events_carry_the_span_ids_beside_the_loggers_keys(

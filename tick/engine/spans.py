@@ -108,8 +108,12 @@ class RunTrace:
     loop's busy stretch, a maintenance pass) and the job spans it starts."""
 
     def __init__(self, tracer: Any, driver: str, worker_id: str) -> None:
+        from opentelemetry import context
         from opentelemetry.trace import SpanKind, set_span_in_context
 
+        # Looked up once per run, not per job: the slot threads' hot path.
+        self._attach, self._detach = context.attach, context.detach
+        self._in_context = set_span_in_context
         self.tracer = tracer
         # A child of whatever is current: the ADOT layer's invocation span
         # on Lambda, nothing (a new trace) for `awc tick` and the loop.
@@ -122,14 +126,18 @@ class RunTrace:
         its enqueue; a later run starts a new trace linked to it (it may run
         long after that request ended); a job with no context it can join
         is a child of the run. Every job span not under the run links to it."""
-        from opentelemetry import trace
-        from opentelemetry.context import Context
-        from opentelemetry.trace import Link, SpanKind
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        from opentelemetry.trace import SpanKind
 
         parent, links = self.context, []
         stored = read_stored(row.trace) if row.trace is not None else None
         if stored is not None:
+            from opentelemetry import trace
+            from opentelemetry.context import Context
+            from opentelemetry.trace import Link
+            from opentelemetry.trace.propagation.tracecontext import (
+                TraceContextTextMapPropagator,
+            )
+
             remote = TraceContextTextMapPropagator().extract(stored)
             enqueued = trace.get_current_span(remote).get_span_context()
             if enqueued.is_valid:
@@ -140,34 +148,30 @@ class RunTrace:
                              Link(run, {"awc.link": "run"})]
                 else:
                     parent, links = remote, [Link(run, {"awc.link": "run"})]
+        kind = event_kind(row.kind)
         span = self.tracer.start_span(
-            f"process {event_kind(row.kind)}", context=parent, kind=SpanKind.CONSUMER,
-            links=links, attributes={
+            f"process {kind}", context=parent, kind=SpanKind.CONSUMER, links=links,
+            attributes={
                 "messaging.system": "awc",
                 "messaging.operation.type": "process",
                 "messaging.operation.name": "process",
                 "messaging.destination.name": row.queue,
                 "messaging.message.id": str(row.id),
-                "awc.job.kind": event_kind(row.kind),
+                "awc.job.kind": kind,
                 "awc.job.attempt": row.attempts,
             })
         return JobSpan(span)
 
-    def enter(self, row: ClaimedRow) -> tuple[JobSpan, object]:
+    def enter(self, row: ClaimedRow) -> tuple[JobSpan, Any]:
         """On the slot thread, as the handler starts: its span, current on
         this thread until `leave` (the token to give it)."""
-        from opentelemetry import context
-        from opentelemetry.trace import set_span_in_context
-
         job = self.start_job(row)
-        return job, context.attach(set_span_in_context(job.span))
+        return job, self._attach(self._in_context(job.span))
 
-    @staticmethod
-    def leave(token: object) -> None:
-        """The handler returned: its span is no longer current on this thread."""
-        from opentelemetry import context
-
-        context.detach(token)  # type: ignore[arg-type]
+    def leave(self, token: Any) -> None:
+        """The handler returned: its span is no longer current on this thread
+        (the context before `enter`, whatever the handler attached since)."""
+        self._detach(token)
 
     def end(self, report: TickReport | None, error: BaseException | None = None) -> None:
         """The run is over: its report's counts, and its error if it failed."""

@@ -194,8 +194,7 @@ class Coordinator:
             return True
 
     def _wait(self, now: float) -> None:
-        # Wake for the stretch row's renewal too: a handler that sends no
-        # heartbeat must not leave the row to lapse into `died` while it runs.
+        # Wake for the stretch row's renewal too, heartbeats or none.
         horizon = min(now + MAX_WAIT_SECS, self.next_expiry, self.row.renew_at)
         if self.running:
             horizon = min(horizon, self.next_fence_check)

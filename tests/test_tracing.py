@@ -212,3 +212,5 @@ def test_awc_enqueue_traceparent_is_stored_and_garbage_is_ignored(
     rows = conn.execute("SELECT id, trace_context FROM awc.jobs ORDER BY id").fetchall()
     assert [r[1] for r in rows] == [{"traceparent": parent, "tracestate": "vendor=x"}, None]
     assert [r[0] for r in rows] == [int(done.stdout), int(bad.stdout)]
+    shown = json.loads(run_awc(awc_env, "jobs", "show", done.stdout.strip()).stdout)
+    assert shown["trace_context"] == {"traceparent": parent, "tracestate": "vendor=x"}

@@ -6,7 +6,7 @@ reference, ratio and target (the targets of the performance work).
 Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
-retained finished rows, real handlers before and after, the console's
+retained finished rows, real handlers before and after, tracing's cost, the console's
 pages on 1M jobs, lease renewals, and the drain and a steady load under a pinned xmin
 horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("concurrent", [*runs, "--jobs", "5000" if q else "20000"]),
         ("retained", [*runs, "--finished", "500000" if q else "5000000"]),
         ("handlers", [*runs, "--jobs", "1000" if q else "3000"]),
+        ("tracing", ["--rounds", "3" if q else "5", "--jobs", "5000" if q else "20000"]),
         ("console", ["--jobs", "100000" if q else "1000000", "--runs", "3" if q else "5"]),
         # SPEC §24: each on a server of its own with autovacuum on (bench/horizon.py).
         ("horizon", ["--slices", "3" if q else "10", "--slice-jobs", "20000" if q else "100000"]),
@@ -159,6 +160,12 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
      lambda g: g["console"]["slowest_page_worst_ms"],
      lambda g: g["console"]["count_all_jobs_ms"], "< 300 ms",
      Absolute(lambda v: v < 300), ""),
+    ("drain, tracing API and no provider, jobs/s, vs tracing code off",
+     lambda g: g["tracing"]["api_jobs_per_s"], lambda g: g["tracing"]["off_jobs_per_s"],
+     ">= 0.98", lambda r: r >= 0.98, ""),
+    ("drain, tracing SDK with a no-op exporter, jobs/s, vs tracing code off",
+     lambda g: g["tracing"]["sdk_jobs_per_s"], lambda g: g["tracing"]["off_jobs_per_s"],
+     "(stated)", lambda r: True, ""),
     ("1 ms sleep handler, jobs/s, now vs before the performance work",
      lambda g: g["handlers"]["sleep1ms_now_jobs_per_s"],
      lambda g: g["handlers"]["sleep1ms_before_jobs_per_s"], ">= 0.95 (no slower)",

@@ -59,18 +59,20 @@ def drain(url: str, jobs: int, concurrency: int) -> float:
 
 
 def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
-                   awc_path: str | None = None, processes: int = 1) -> float:
+                   awc_path: str | None = None, processes: int = 1,
+                   awc: list[str] | None = None) -> float:
     """Run `processes` `awc tick` processes together over the ready jobs
     already enqueued and return their jobs/s from the database: from the
     first claim to the last completion of the jobs with ids from `first_id`.
     `awc_path` puts another installation of awc first (bench.limits: the
-    one before)."""
+    one before); `awc` is the command that runs awc's CLI (bench.tracing:
+    one that sets up tracing first)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
     path = str(ROOT) if awc_path is None else f"{awc_path}{os.pathsep}{ROOT}"
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
                PYTHONPATH=path, AWC_TICK_MAX_SECS="600")
     ticks = [subprocess.Popen(
-        [sys.executable, "-m", "tick.cli", "tick", "--max-jobs", str(jobs),
+        [*(awc or [sys.executable, "-m", "tick.cli"]), "tick", "--max-jobs", str(jobs),
          "--concurrency", str(concurrency), "--json"],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     ) for _ in range(processes)]

@@ -46,6 +46,9 @@ CREATE TABLE awc.jobs (
     waiting       integer     NOT NULL DEFAULT 0,
     has_children  boolean     NOT NULL DEFAULT false,
     on_parent_failure text    NOT NULL DEFAULT 'cancel',
+    -- SPEC §21: the enqueuing request's W3C trace context, a text map
+    -- (traceparent, tracestate); unreadable values count as none.
+    trace_context jsonb,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),

@@ -211,7 +211,7 @@ SLOW_MODULES = frozenset({
     "test_operator_actions", "test_operator_cli", "test_packaging", "test_processes",
     "test_refused_outcomes", "test_schedules", "test_silent_database", "test_stores",
     "test_supervisor", "test_tick", "test_tick_log", "test_ticks", "test_timestamps",
-    "test_url_secrets", "test_leases",
+    "test_tracing", "test_url_secrets", "test_leases",
 })
 
 

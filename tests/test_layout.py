@@ -24,13 +24,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
-     "tick.report", "tick.timeouts"),
+     "tick.report", "tick.timeouts", "tick.trace_context"),
     ("tick.queue", "tick.producer", "tick.parts", "tick.maintenance", "tick.admin",
      "tick.schedules", "tick.limits", "tick.bulk", "tick.parents", "tick.waiting"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",
      "tick.engine.registry"),
     ("tick.events", "tick.metrics", "tick.export"),
     ("tick.engine.spec",),  # what a run is given: below every part that uses it
+    ("tick.engine.spans",),  # tracing (SPEC §21): the slots, flush and coordinator call it
     ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
      "tick.engine.leases", "tick.engine.heartbeats",
      "tick.engine.parts", "tick.engine.maintain", "tick.engine.coordinator", "tick.engine.api",

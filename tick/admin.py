@@ -17,7 +17,7 @@ SHOW_COLUMNS = (
     "run_at",
     "locked_by", "locked_until", "result", "last_error", "dedupe_key", "created_at",
     "updated_at", "started_at", "finished_at", "progress", "continues", "checkpoint", "payload",
-    "errors",
+    "errors", "trace_context",
 )
 LIST_COLUMNS = (
     "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "progress",

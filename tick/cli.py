@@ -170,14 +170,17 @@ def maintenance_tick(as_json: bool) -> None:
     """Run maintenance once: rescue, and prune when due."""
     from tick.drivers.compose import maintenance_of
     from tick.engine.maintain import maintain
+    from tick.engine.spans import maintenance_pass
     from tick.events import StreamEvents
     from tick.history import TickStart
 
     settings = load_settings()
-    with _connect(settings) as conn:
-        done, _ = maintain(conn, maintenance_of(settings),
-                           events=StreamEvents(settings.log_format),
-                           start=TickStart("maintenance", settings.worker_id), alone=True)
+    with _connect(settings) as conn, \
+            maintenance_pass("maintenance", settings.worker_id) as reported:  # SPEC §21
+        done, report = maintain(conn, maintenance_of(settings),
+                                events=StreamEvents(settings.log_format),
+                                start=TickStart("maintenance", settings.worker_id), alone=True)
+        reported.append(report)
     data = {"rescued": done.rescued, "rescued_failed": done.rescued_failed,
             "pruned": done.pruned, "fired": done.fired}
     if as_json:

@@ -126,6 +126,8 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--on-parent-failure", type=click.Choice(["cancel", "run"]),
               help="When a parent fails or is cancelled: cancel this job (the default) "
                    "or run it once every parent is final.")
+@click.option("--traceparent", help="W3C traceparent of the trace the job joins.")
+@click.option("--tracestate", help="W3C tracestate to carry with --traceparent.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -138,9 +140,12 @@ def enqueue_command(
     timeout_secs: float | None,
     after: tuple[int, ...],
     on_parent_failure: str | None,
+    traceparent: str | None,
+    tracestate: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
+    from tick.trace_context import valid_traceparent, valid_tracestate
 
     if delay is not None and run_at is not None:
         raise click.UsageError("give --delay or --run-at, not both")
@@ -153,6 +158,15 @@ def enqueue_command(
     # What the database would refuse is a usage error (an EnqueueError), before connecting.
     check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
               queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
+    # SPEC §21: a trace context that is not W3C is ignored, never refused:
+    # the job is enqueued without it, and the operator is told so.
+    if traceparent is not None and not valid_traceparent(traceparent):
+        click.echo("awc: --traceparent is not a W3C traceparent "
+                   "(00-<32 hex>-<16 hex>-<2 hex>); the job carries no trace context",
+                   err=True)
+    elif tracestate is not None and (traceparent is None or not valid_tracestate(tracestate)):
+        click.echo("awc: --tracestate is ignored (it needs a valid --traceparent and "
+                   "W3C list members)", err=True)
     settings = load_settings()
     with operator_connection(settings) as conn:
         if delay is not None:  # the claim compares run_at with the database's clock
@@ -163,6 +177,7 @@ def enqueue_command(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs,
             after=list(after) if after else None, on_parent_failure=on_parent_failure,
+            traceparent=traceparent, tracestate=tracestate,
         )
     click.echo(job_id)
 

@@ -2,7 +2,8 @@
 
 An event carries `ts`, `level`, `event` (`job_<id>`), `job_id` (the id as a
 number, to filter on), `kind`, `outcome`, `state`, `attempts` and
-`duration_ms`, and never a payload or error text.
+`duration_ms`, with `trace_id` and `span_id` while tracing is active (SPEC
+§21), and never a payload or error text.
 Lines of one flush are written with a single call, since a busy tick emits
 tens of thousands a second.
 """
@@ -66,11 +67,18 @@ class JobEvent(NamedTuple):
     attempts: int
     duration_s: float
     lag_s: float
+    # SPEC §21: the job span's ids, hex, while tracing is active; else None.
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 @functools.lru_cache(maxsize=1024)
 def _json_text(value: str) -> str:
     return json.dumps(value)
+
+
+def _ids_json(e: JobEvent) -> str:
+    return f',"trace_id":"{e.trace_id}","span_id":"{e.span_id}"'
 
 
 def _iso(ts: float) -> str:
@@ -115,7 +123,9 @@ class StreamEvents:
                 f'"event":"job_{e.job_id}","job_id":{e.job_id},'
                 f'"kind":{_json_text(event_kind(e.kind))},'
                 f'"outcome":"{e.outcome}","state":"{e.state}","attempts":{e.attempts},'
-                f'"duration_ms":{round(e.duration_s * 1000, 3)}}}\n'
+                f'"duration_ms":{round(e.duration_s * 1000, 3)}'
+                # SPEC §21: hex ids, while tracing is active.
+                f'{"" if e.trace_id is None else _ids_json(e)}}}\n'
                 for e in events
             ]
             if lines:
@@ -132,6 +142,7 @@ class StreamEvents:
                 "state": e.state,
                 "attempts": e.attempts,
                 "duration_ms": round(e.duration_s * 1000, 3),
+                **({} if e.trace_id is None else {"trace_id": e.trace_id, "span_id": e.span_id}),
             })
             for e in events
         ]

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 ENQUEUE_FIELDS = frozenset(
     {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
-     "timeout_secs", "after", "on_parent_failure"}  # after, on_parent_failure: SPEC §20
+     "timeout_secs", "after", "on_parent_failure",  # after, on_parent_failure: SPEC §20
+     "traceparent", "tracestate"}  # SPEC §21
 )
 
 
@@ -127,6 +128,8 @@ def enqueue(
     timeout_secs: float | None = None,
     after: Sequence[int] | None = None,
     on_parent_failure: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> int:
     """Enqueue one job and return its id (SPEC §4.3).
 
@@ -136,7 +139,10 @@ def enqueue(
     may take, overriding its handler's in either direction (SPEC §26). With
     `after`, the job waits for those jobs to be final, and
     `on_parent_failure` ("cancel" or "run") says what a parent's failure
-    does to it (SPEC §20).
+    does to it (SPEC §20). The job
+    carries the current span's trace context, or `traceparent`/`tracestate`
+    when given (SPEC §21): a traceparent that is not W3C is not stored, and
+    never an error.
     """
     if after is not None or on_parent_failure is not None:
         from tick.parents import enqueue_graph
@@ -145,6 +151,8 @@ def enqueue(
             "kind": kind, "payload": payload, "max_attempts": max_attempts, "run_at": run_at,
             "priority": priority, "queue": queue, "dedupe_key": dedupe_key, "after": after,
             "timeout_secs": timeout_secs}
+        if traceparent is not None or tracestate is not None:
+            job.update(traceparent=traceparent, tracestate=tracestate)
         if on_parent_failure is not None:
             job["on_parent_failure"] = on_parent_failure
         check_job(kind, payload, max_attempts=max_attempts, run_at=run_at, priority=priority,
@@ -162,6 +170,7 @@ def enqueue(
         "queue": queue,
         "dedupe_key": dedupe_key,
         "timeout_secs": timeout_secs,
+        "trace_context": _trace_text(traceparent, tracestate),
     }
     # The live holder of a dedupe key may commit after this statement's
     # snapshot was taken: the insert then conflicts yet the lookup sees
@@ -171,6 +180,16 @@ def enqueue(
         if row is not None:
             return int(row[0])
     raise RuntimeError(f"enqueue of kind {kind!r} did not settle under dedupe contention")
+
+
+def _trace_text(traceparent: Any, tracestate: Any, current: str | None = None) -> str | None:
+    """The job's `trace_context` (SPEC §21): the given headers, else the
+    current span's context (`current` when the caller looked it up once)."""
+    from tick import trace_context
+
+    if traceparent is not None:
+        return trace_context.stored_text(traceparent, tracestate)
+    return current if current is not None else trace_context.current()
 
 
 def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -191,9 +210,10 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         _check_fields(batch)  # every field, before a parent is locked
         return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
     _check_fields(batch)
+    traces = _traces(batch)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
-        return _copy_many(conn, batch)
-    return _insert_many(conn, batch)
+        return _copy_many(conn, batch, traces)
+    return _insert_many(conn, batch, traces)
 
 
 def _check_fields(batch: list[Mapping[str, Any]]) -> None:
@@ -225,11 +245,27 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> None:
             passed.add(key)
 
 
-def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) -> list[int]:
+def _traces(batch: list[Mapping[str, Any]]) -> list[str | None] | None:
+    """Each job's trace context as stored (SPEC §21), or None when no job
+    carries one (the COPY then sends no such column)."""
+    from tick.trace_context import current
+
+    # The current context, looked up once for the batch: jobs without
+    # headers of their own carry it (None: no column to send in a COPY).
+    headers = any("traceparent" in job or "tracestate" in job for job in batch)
+    here = current()
+    return None if not headers and here is None else (
+        [_trace_text(job.get("traceparent"), job.get("tracestate"), here) for job in batch]
+        if headers else [here] * len(batch))
+
+
+def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
+                 traces: list[str | None] | None) -> list[int]:
     """INSERT the jobs in one statement, dedupe keys and all."""
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
         "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [],
+        "trace_contexts": traces if traces is not None else [None] * len(batch),
     }
     for job in batch:
         columns["kinds"].append(job["kind"])
@@ -244,23 +280,31 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) 
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
 
 
-def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) -> list[int]:
+def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
+               traces: list[str | None] | None) -> list[int]:
     """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
     statement, then stream the rows. Jobs without `run_at` take the column
-    default (the server's now()), so they go in a COPY without that column."""
+    default (the server's now()), so they go in a COPY without that column;
+    the trace context column is sent only when a job has one (SPEC §21)."""
+    from itertools import repeat
+
     from psycopg.copy import QueuedLibpqWriter
 
     row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
     assert row is not None
     ids: list[int] = row[0]
     later_rows = []
+    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs" + (
+        "" if traces is None else ", trace_context")
     with conn.cursor() as cur:
         # The writer sends from its own thread: the server ingests one chunk
         # while this thread formats the next (SPEC §14, bench/enqueue.py).
-        with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                      "timeout_secs) FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+        with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN",
+                      writer=QueuedLibpqWriter(cur)) as copy:
             lines: list[str] = []
-            for job_id, job in zip(ids, batch, strict=True):
+            # ids and batch are of one length; with no column, every trace is None.
+            each_trace = repeat(None) if traces is None else traces
+            for job_id, job, trace in zip(ids, batch, each_trace, strict=False):
                 kind, payload = job["kind"], _payload_json(job.get("payload"))
                 max_attempts = int(job.get("max_attempts", 5))
                 priority = int(job.get("priority", 0))
@@ -268,13 +312,15 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) ->
                 timeout = job.get("timeout_secs")
                 if run_at is not None:
                     later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
-                                       timeout, run_at))
+                                       timeout, trace, run_at))
                     continue
                 # COPY's text format, built directly: one line per job (\N: null;
                 # repr() of a checked finite float is a number COPY reads back).
                 limit = "\\N" if timeout is None else repr(float(timeout))
+                tail = "" if traces is None else (
+                    "\t\\N" if trace is None else f"\t{_copy_text(trace)}")
                 lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
-                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}\n")
+                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}{tail}\n")
                 if len(lines) == COPY_CHUNK:
                     copy.write("".join(lines))
                     lines = []
@@ -282,7 +328,7 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]]) ->
                 copy.write("".join(lines))
         if later_rows:
             with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                          "timeout_secs, run_at) FROM STDIN") as copy:
+                          "timeout_secs, trace_context, run_at) FROM STDIN") as copy:
                 for values in later_rows:
                     copy.write_row(values)
     return ids

@@ -41,6 +41,12 @@ class ClaimedRow(NamedTuple):
     lease_s: float
     wait_s: float
     checkpoint: str | None  # JSON text an earlier claim saved (SPEC §17), or None
+    # SPEC §21: the job's lane, its stored trace context (JSON text, read
+    # only while tracing), and whether a run of it came before (its span
+    # then links to that context instead of joining it).
+    queue: str = "default"
+    trace: str | None = None
+    rerun: bool = False
 
 
 @dataclass(slots=True)

@@ -55,9 +55,12 @@ class LambdaEvents:
 
     def jobs(self, events: Any) -> None:
         for e in events:
+            # SPEC §21: the job span's ids beside the Logger's own keys (its
+            # xray_trace_id is the invocation's), so a log query joins the two.
+            ids = {} if e.trace_id is None else {"trace_id": e.trace_id, "span_id": e.span_id}
             self.log(LEVEL[e.outcome], f"job_{e.job_id}", job_id=e.job_id, kind=event_kind(e.kind),
                      outcome=e.outcome, state=e.state, attempts=e.attempts,
-                     duration_ms=round(e.duration_s * 1000, 3))
+                     duration_ms=round(e.duration_s * 1000, 3), **ids)
 
     def log(self, level: str, event: str, **fields: Any) -> None:
         write = {"warning": logger.warning, "error": logger.error}.get(level, logger.info)

@@ -27,6 +27,7 @@ from tick.drivers.supervisor import Supervisor
 from tick.engine.api import Engine
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.maintain import maintain
+from tick.engine.spans import maintenance_pass
 from tick.errors import AwcError, DatabaseError
 from tick.events import EventSink, StreamEvents
 from tick.history import TickStart
@@ -89,8 +90,10 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                 idle = now_busy == stretches
                 stretches = now_busy
                 start = TickStart(driver, settings.worker_id) if idle else None
-                done, _ = maintain(conn, step, events=events, observer=metrics, start=start,
-                                   alone=True)
+                with maintenance_pass(driver, settings.worker_id) as reported:  # SPEC §21
+                    done, report = maintain(conn, step, events=events, observer=metrics,
+                                            start=start, alone=True)
+                    reported.append(report)
                 metrics.sample_queue(conn)
                 if done.rescued or done.rescued_failed or done.pruned or done.fired:
                     events.log("info", "maintenance", rescued=done.rescued,

@@ -7,6 +7,7 @@
     claims.py       what the next claim asks for, and when claiming ends
     flush.py        outcomes in flight: batched, sent, settled
     slots.py        the threads that run handlers
+    spans.py        tracing (SPEC §21): the run's span and each job's
     outcomes.py     pure rules: a return value's outcome, its label, its state
     context.py, registry.py, report.py, backoff.py   what handlers and drivers use
 

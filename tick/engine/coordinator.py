@@ -22,6 +22,7 @@ import time
 from queue import Empty
 from typing import Any
 
+import tick.engine.spans as spans
 from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
@@ -70,6 +71,7 @@ class Coordinator:
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
         self.row = HistoryRow(spec)  # this run's row of the history (SPEC §16)
         self.leases = engine.leases = Leases(spec, enabled=spec.renew_leases)
+        self.trace: spans.RunTrace | None = None  # the run's (a loop: stretch's) span, §21
 
     # -- the loop -------------------------------------------------------------
 
@@ -88,8 +90,8 @@ class Coordinator:
                     if not (self.spec.continuous and error.connection_lost) \
                             or not self._recover():
                         raise
-        except DatabaseError:
-            self._abandon_all()
+        except DatabaseError as error:
+            self._abandon_all(error)
             raise
         self.report.stop_reason = self.claims.stop_reason(self.deadline_cuts)
         self.report.duration_s = time.monotonic() - self.began
@@ -163,6 +165,7 @@ class Coordinator:
 
     def _close_history(self) -> None:
         self.row.close(self.engine.conn, self.report, self.began, self.engine.events)
+        self.trace = spans.finish(self.trace, self.report)  # the run's or stretch's span
         if self.spec.continuous:
             # The stretch's row is complete: no failure to record on it.
             self.engine.last_tick_id = None
@@ -238,18 +241,20 @@ class Coordinator:
     # -- maintenance, claims and outcomes -------------------------------------
 
     def _maintain(self) -> None:
+        if not self.spec.continuous:  # a loop's spans are its busy stretches' (SPEC §21)
+            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
         maintenance = self.engine.maintenance
         if maintenance is None:
             return
         conn = self.engine.conn  # once: after a failure the property would open a new one
         try:
-            # A loop's rows are its stretches, not its runs. The tick's
-            # deadline bounds its maintenance, and the events of its fires,
-            # too (SPEC §6).
-            done, report = maintain(
-                conn, maintenance, events=self.engine.events, observer=self.engine.observer,
-                start=None if self.spec.continuous else self.spec.history,
-                deadline=self.spec.deadline)
+            # A loop's rows are its stretches, not its runs. The tick's deadline
+            # bounds its maintenance and its fires' events too (SPEC §6).
+            with spans.attached(self.trace):  # the jobs it fires carry the run's context
+                done, report = maintain(
+                    conn, maintenance, events=self.engine.events, observer=self.engine.observer,
+                    start=None if self.spec.continuous else self.spec.history,
+                    deadline=self.spec.deadline)
         except DatabaseError:
             raise
         except Exception as error:
@@ -287,9 +292,7 @@ class Coordinator:
         except Exception as error:
             raise as_database_error(error, "reading fenced-out jobs", conn) from None
         # A renewal the fence refused cancels its run at once (SPEC §26).
-        for run in self.leases.answered(sent, asked, result.extended, result.refused):
-            run.ctx.mark_lost()
-            self.engine.events.log("warning", "lease_lost", job_id=run.row.id, kind=run.row.kind)
+        self.leases.answered(sent, asked, result.extended, result.refused, self.engine.events)
         self.heartbeats.answer(batch.heartbeats, sent, result.extended, result.refused,
                                self.leases)
         if claim is not None:
@@ -300,6 +303,7 @@ class Coordinator:
                   timeouts: dict[int, float] | None = None) -> None:
         if self.spec.continuous and rows and self.report.claimed == 0:
             self.began = sent  # a loop's tick starts at its first claim
+            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
         self.report.claimed += len(rows)
         batch: list[Run] = []
         for row in rows:
@@ -314,9 +318,10 @@ class Coordinator:
             ctx = JobContext(row.id, row.kind, row.attempts, row.max_attempts, deadline,
                              self.heartbeats.request, row.token, row.checkpoint,
                              self.engine.dsn, fixed=bool(timeout))
-            run = Run(row, ctx, handler, self.engine.jitter(row.slot))
+            run = Run(row, ctx, handler, self.engine.jitter(row.slot), self.trace)
             self.running[row.id] = run
             if handler is None:
+                run.span = self.trace.start_job(row) if self.trace is not None else None
                 run.outcome = (Record.FAIL, error_text(
                     "UnknownKind", f"no handler is registered for kind {row.kind!r}"), 0.0, None)
                 self._finished(run)
@@ -363,11 +368,13 @@ class Coordinator:
         self.claims.release(run.row.slot)
         self.flush.record(run, record, detail, delay, where)
 
-    def _abandon_all(self) -> None:
+    def _abandon_all(self, error: DatabaseError) -> None:
         for run in list(self.running.values()):
             run.ctx.abandon()
             self.engine.pool.abandon(run)
+            spans.abandoned(run.span)
         self.running.clear()
+        self.trace = spans.finish(self.trace, None, error)
         self.flush.release_heartbeats()
 
     def _begin_stop(self, now: float) -> None:
@@ -379,13 +386,7 @@ class Coordinator:
 
     def _check_fences(self, now: float) -> None:
         self.next_fence_check = now + FENCE_CHECK_SECS
-        conn = self.engine.conn
-        try:
-            lost = fence_check(conn, self.running, time.perf_counter())
-        except Exception as error:
-            raise as_database_error(error, "checking claims", conn) from None
-        for run in lost:
-            run.ctx.mark_lost()
+        fence_check(self.engine.conn, self.running, time.perf_counter())
 
     def _give_up(self, now: float) -> None:
         """Cancel the runs whose leases went unrenewed for half their length

@@ -45,6 +45,8 @@ class Flush:
         """Queue `run`'s outcome for the next round trip; a Retry or Fail
         with the handler's traceback, if it raised (SPEC §22)."""
         row = run.row
+        if run.span is not None and record in (Record.RETRY, Record.FAIL):
+            run.span.failed(detail, traceback)  # its exception event (SPEC §21)
         if record is Record.COMPLETE:
             self.writes.complete.append((row.id, row.token, detail))
         elif record is Record.RETRY:
@@ -186,7 +188,12 @@ def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]]
             state = hit[1]
             label = label_of(record, state)
         report.count(label)
+        span, ids = run.span, None
+        if span is not None:  # SPEC §21: the span ends as its outcome is known
+            span.end(label)
+            ids = span.ids
         out.append(JobEvent(job_id, run.row.kind, label, state, run.row.attempts,
-                            run.duration, run.row.wait_s + (now - run.started)))
+                            run.duration, run.row.wait_s + (now - run.started),
+                            *(ids or (None, None))))
     events.jobs(out)
     observer.processed(out)

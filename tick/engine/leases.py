@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from tick.engine.slots import Run
     from tick.engine.spec import RunSpec
+    from tick.events import EventSink
 
 # A lease falls due for renewal once this share of it is spent.
 RENEW_AT = 0.5
@@ -152,11 +153,13 @@ class Leases:
         return min(lease.length, max(self._spec.deadline - now, 0.0))
 
     def answered(self, sent: float, asked: list[tuple[int, str, float]],
-                 granted: dict[int, float], refused: dict[int, str]) -> list[Run]:
+                 granted: dict[int, float], refused: dict[int, str],
+                 events: EventSink | None = None) -> list[Run]:
         """A round trip sent at `sent` came back: the leases it renewed
         (`granted`: id -> secs) start again; those the server refused
         (`refused`, a statement error) are retried; the runs of those that
-        matched no row (the fence) are returned, lost."""
+        matched no row (the fence) lost their job: each is cancelled at once
+        (`mark_lost`, logged to `events`) and returned."""
         failed = [a for a in asked if a[0] in refused]
         if failed:
             self.failed(sent, failed)
@@ -175,6 +178,10 @@ class Leases:
             self.extended(job_id, sent, secs)
         if asked and not failed:
             self.failing_since = None
+        for run in lost:
+            run.ctx.mark_lost()
+            if events is not None:
+                events.log("warning", "lease_lost", job_id=run.row.id, kind=run.row.kind)
         return lost
 
     def extended(self, job_id: int, sent: float, secs: float) -> None:
@@ -228,15 +235,22 @@ class Leases:
                 f"({len(self._leases)} running jobs; claiming paused)")
 
 
-def fence_check(conn: psycopg.Connection[Any], running: dict[int, Run], now_perf: float,
-                ) -> list[Run]:
-    """The runs among `running` older than `FENCE_CHECK_SECS` whose claim no
-    longer holds the job (an operator cancelled it, or it was rescued): one
-    read of their claims, cheaper than renewing them."""
+def fence_check(conn: psycopg.Connection[Any], running: dict[int, Run], now_perf: float) -> None:
+    """Mark lost (`JobContext.mark_lost`) the runs among `running` older than
+    `FENCE_CHECK_SECS` whose claim no longer holds the job (an operator
+    cancelled it, or it was rescued): one read of their claims, cheaper than
+    renewing them. A failure is the run's to recover (`DatabaseError`)."""
+    from tick.db import as_database_error
     from tick.queue import lost_claims
 
     old = [(job_id, run.row.token) for job_id, run in running.items()
            if run.started and now_perf - run.started >= FENCE_CHECK_SECS]
     if not old:
-        return []
-    return [running[job_id] for job_id in lost_claims(conn, old) if job_id in running]
+        return
+    try:
+        lost = lost_claims(conn, old)
+    except Exception as error:
+        raise as_database_error(error, "checking claims", conn) from None
+    for job_id in lost:
+        if job_id in running:
+            running[job_id].ctx.mark_lost()

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from queue import SimpleQueue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tick.engine.backoff import Jitter
 from tick.engine.context import JobCancelled, JobContext
@@ -32,6 +32,9 @@ from tick.queue import ClaimedRow
 from tick.tracebacks import exception_traceback, thread_stack
 from tick.words import Record
 
+if TYPE_CHECKING:
+    from tick.engine.spans import JobSpan, RunTrace
+
 # What a run's outcome is recorded as: (statement, detail, retry delay,
 # traceback). The detail is the result JSON or the error; the traceback, the
 # handler's own frames where it raised or where it was cut (SPEC §22).
@@ -45,10 +48,11 @@ class Run:
     """One claimed job from claim to recorded outcome."""
 
     __slots__ = ("checkpointed", "ctx", "duration", "handler", "jitter", "outcome", "row",
-                 "started", "thread")
+                 "span", "started", "thread", "tracing")
 
     def __init__(
-        self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter
+        self, row: ClaimedRow, ctx: JobContext, handler: Handler | None, jitter: Jitter,
+        tracing: RunTrace | None = None,
     ) -> None:
         self.row = row  # as claimed; never changes
         self.ctx = ctx  # read by the slot's handler, flagged by the coordinator
@@ -67,6 +71,10 @@ class Run:
         # or at the end of a stop's grace, the job continues from it. Written
         # by the coordinator before it answers the checkpoint; read by both.
         self.checkpointed = False
+        # SPEC §21, while a tracer provider is set: the run's span (set by the
+        # coordinator) and this job's (by the slot as the handler starts).
+        self.tracing = tracing
+        self.span: JobSpan | None = None
 
 
 @dataclass(slots=True)
@@ -178,11 +186,17 @@ def execute(run: Run) -> None:
     if ctx.cancelled and ctx.stopping:
         run.outcome = (Record.RELEASE, None, 0.0, None)  # claimed, never started
         return
+    tracing, token = run.tracing, None
+    if tracing is not None:  # the job's span is current while its handler runs
+        run.span, token = tracing.enter(run.row)
     try:
         record, detail, delay, where = _run_handler(run)
     except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit, ...
         record, detail, delay, where = (Record.RETRY, exception_text(error), None,
                                         exception_traceback(error))
+    finally:
+        if tracing is not None:  # detached whatever the handler did (or left attached)
+            tracing.leave(token)
     run.duration = time.perf_counter() - run.started
     if delay is None:
         delay = run.jitter.delay(run.row.attempts - 1) if record is Record.RETRY else 0.0

@@ -20,6 +20,7 @@ from tick.loaders import EARLIEST
 from tick.report import ScheduleFire
 from tick.schedules.times import due_fires
 from tick.statements import sql
+from tick.trace_context import current
 from tick.words import LIVE_STATES, FireStatus
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
                     "fire_ats": [f for f, _ in todo.fires],
                     "statuses": [s for _, s in todo.fires],
                     "next_fire_at": todo.next_fire_at,
+                    "trace": current(),  # the firing run's span (SPEC §21)
                 }).fetchall()
         if todo is not None:
             if sum(1 for _, status in todo.fires if status == "enqueued") \

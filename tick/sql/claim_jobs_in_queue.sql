@@ -96,7 +96,10 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
                  ::float8, 0) AS wait_s,
         -- What an earlier claim's last checkpoint saved (SPEC §17): ctx.saved.
-        j.checkpoint::text AS checkpoint
+        j.checkpoint::text AS checkpoint,
+        -- SPEC §21: the lane, the stored trace context, and whether a run came before.
+        j.queue, j.trace_context::text AS trace, j.trace_context IS NOT NULL
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
 ), left_ready AS MATERIALIZED (
     -- The first job ready now that this claim did not take: the next cursor
     -- stops before it (another claimer holds it, or there was no slot left).
@@ -150,10 +153,10 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     FROM (SELECT * FROM passed ORDER BY 1, 2, 3 LIMIT 1) AS f
 )
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       NULL::text AS mark
+       queue, trace, rerun, NULL::text AS mark
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        json_build_object(
            -- Keys as [-priority, run_at as text, id, run_at in epoch seconds to order by].
            'after', json_build_array(m.p, m.run_at::text, m.id,

@@ -173,7 +173,10 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         extract(epoch FROM j.locked_until - now())::float8 AS lease_s,
         coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
                  ::float8, 0) AS wait_s,
-        j.checkpoint::text AS checkpoint
+        j.checkpoint::text AS checkpoint,
+        -- SPEC §21: the stored trace context, and whether a run came before.
+        j.trace_context::text AS trace, j.trace_context IS NOT NULL
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
 ), paused AS (  -- max_running = 0: no room will come back during this run
     SELECT scope, name FROM awc.limits WHERE max_running = 0
 ), logged AS (
@@ -212,10 +215,11 @@ WITH RECURSIVE stamp AS MATERIALIZED (
 -- (max_running = 0) holds nothing back. It also leaves how many slots this
 -- step filled, and that answer, to the statements after it.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       NULL::boolean AS held_back
+       queue, trace, rerun, NULL::boolean AS held_back
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.held_back
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       h.held_back
 FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),

@@ -1,10 +1,12 @@
 -- Enqueue one job (SPEC §4.3). A dedupe_key already held by a PENDING or
--- RUNNING job inserts nothing and returns that job's id.
+-- RUNNING job inserts nothing and returns that job's id. The trace context is
+-- the W3C text map the producer's span gave (SPEC §21), or null.
 WITH inserted AS (
     INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key,
-                          timeout_secs)
+                          timeout_secs, trace_context)
     VALUES (%(kind)s, %(payload)s::jsonb, %(max_attempts)s, coalesce(%(run_at)s::timestamptz, now()),
-            %(priority)s, %(queue)s, %(dedupe_key)s, %(timeout_secs)s::float8)
+            %(priority)s, %(queue)s, %(dedupe_key)s, %(timeout_secs)s::float8,
+            %(trace_context)s::jsonb)
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING')
     DO NOTHING
     RETURNING id

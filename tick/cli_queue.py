@@ -123,7 +123,7 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
               help="Seconds one run may take (1 to 604800), overriding its handler's.")
 @click.option("--after", type=click.IntRange(1, 2**63 - 1), multiple=True, metavar="ID",
               help="A job this one waits for (repeat for several).")
-@click.option("--on-parent-failure", type=click.Choice(["cancel", "run"]),
+@click.option("--on-parent-failure", type=click.Choice(["cancel", "run"], case_sensitive=False),
               help="When a parent fails or is cancelled: cancel this job (the default) "
                    "or run it once every parent is final.")
 @click.option("--traceparent", help="W3C traceparent of the trace the job joins.")

@@ -333,36 +333,75 @@ CREATE TRIGGER jobs_notify_final AFTER UPDATE OF state ON awc.jobs
 -- A completion moves its job into a finished part (SPEC §24, decision 0030):
 -- an insert there, not an update of the state, is where a completed parent
 -- settles its children and a waiter hears of the outcome.
-CREATE TRIGGER jobs_done_0_settle_children AFTER INSERT ON awc.jobs_done_0
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
+-- Migration 0018: a fan-in is settled once per completion statement.
+CREATE FUNCTION awc.settle_completed() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+DECLARE
+    kids   bigint[];
+    counts integer[];
+    ready  bigint;
+BEGIN
+    -- Retention carrying a still-needed parent into the current finished
+    -- part (tick/parts.py) re-inserts a job that was settled long ago.
+    IF current_setting('awc.carrying', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id)
+    INTO kids, counts
+    FROM (SELECT e.child_id, count(*)::integer AS n
+          FROM done AS d JOIN awc.job_parents AS e ON e.parent_id = d.id
+          WHERE d.has_children
+          GROUP BY e.child_id) AS c;
+    IF kids IS NULL THEN
+        RETURN NULL;  -- no completed job of this statement has a child
+    END IF;
+    -- Locked in id order, so two completions that share children queue
+    -- instead of deadlocking; each then counts down under the child's lock.
+    PERFORM 1 FROM ONLY awc.jobs AS c WHERE c.id = ANY (kids) ORDER BY c.id FOR UPDATE;
+    WITH counted AS (
+        UPDATE ONLY awc.jobs AS c
+        SET waiting = c.waiting - least(k.n, c.waiting)
+        FROM unnest(kids, counts) AS k (id, n)
+        WHERE c.id = k.id AND c.state = 'PENDING' AND c.waiting > 0
+        RETURNING c.waiting)
+    SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
+    IF ready > 0 THEN
+        PERFORM pg_notify('awc_jobs', '');  -- a waiting loop wakes for the child
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER jobs_done_0_settle AFTER INSERT ON awc.jobs_done_0
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_1_settle AFTER INSERT ON awc.jobs_done_1
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_2_settle AFTER INSERT ON awc.jobs_done_2
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_3_settle AFTER INSERT ON awc.jobs_done_3
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_4_settle AFTER INSERT ON awc.jobs_done_4
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_5_settle AFTER INSERT ON awc.jobs_done_5
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_6_settle AFTER INSERT ON awc.jobs_done_6
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
+CREATE TRIGGER jobs_done_7_settle AFTER INSERT ON awc.jobs_done_7
+    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
 CREATE TRIGGER jobs_done_0_notify_final AFTER INSERT ON awc.jobs_done_0
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_1_settle_children AFTER INSERT ON awc.jobs_done_1
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_1_notify_final AFTER INSERT ON awc.jobs_done_1
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_2_settle_children AFTER INSERT ON awc.jobs_done_2
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_2_notify_final AFTER INSERT ON awc.jobs_done_2
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_3_settle_children AFTER INSERT ON awc.jobs_done_3
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_3_notify_final AFTER INSERT ON awc.jobs_done_3
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_4_settle_children AFTER INSERT ON awc.jobs_done_4
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_4_notify_final AFTER INSERT ON awc.jobs_done_4
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_5_settle_children AFTER INSERT ON awc.jobs_done_5
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_5_notify_final AFTER INSERT ON awc.jobs_done_5
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_6_settle_children AFTER INSERT ON awc.jobs_done_6
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_6_notify_final AFTER INSERT ON awc.jobs_done_6
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_7_settle_children AFTER INSERT ON awc.jobs_done_7
-    FOR EACH ROW WHEN (NEW.has_children) EXECUTE FUNCTION awc.settle_children();
 CREATE TRIGGER jobs_done_7_notify_final AFTER INSERT ON awc.jobs_done_7
     FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
 

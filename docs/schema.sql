@@ -46,6 +46,9 @@ CREATE TABLE awc.jobs (
     waiting       integer     NOT NULL DEFAULT 0,
     has_children  boolean     NOT NULL DEFAULT false,
     on_parent_failure text    NOT NULL DEFAULT 'cancel',
+    -- SPEC §23: the tenant or unit that shares the queue fairly with the
+    -- others (docs/decisions/0034).
+    key           text,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
@@ -53,7 +56,8 @@ CREATE TABLE awc.jobs (
     CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1),
     CONSTRAINT jobs_timeout_secs_check CHECK (timeout_secs >= 1 AND timeout_secs <= 604800),
     CONSTRAINT jobs_waiting_check CHECK (waiting >= 0),
-    CONSTRAINT jobs_on_parent_failure_check CHECK (on_parent_failure IN ('cancel', 'run'))
+    CONSTRAINT jobs_on_parent_failure_check CHECK (on_parent_failure IN ('cancel', 'run')),
+    CONSTRAINT jobs_key_check CHECK (char_length(key) BETWEEN 1 AND 200 AND key <> '*')
 );
 
 -- Claim order with every column ascending, so a claim's cursor is one range.
@@ -69,6 +73,12 @@ CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
 -- The children still waiting, which no ready index holds (the console's
 -- counts and bulk actions, `awc jobs list`).
 CREATE INDEX jobs_waiting_idx ON awc.jobs (id) WHERE state = 'PENDING' AND waiting > 0;
+-- The fair claim (SPEC §23): each key's ready jobs in claim order, keys of a
+-- priority in order ('' for jobs without a key); and whether a keyed job is ready.
+CREATE INDEX jobs_ready_key_idx ON awc.jobs ((-priority::int), (coalesce(key, '')), run_at, id)
+    WHERE state = 'PENDING' AND waiting = 0;
+CREATE INDEX jobs_keyed_idx ON awc.jobs (run_at)
+    WHERE state = 'PENDING' AND waiting = 0 AND key IS NOT NULL;
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');

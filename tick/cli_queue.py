@@ -126,6 +126,7 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--on-parent-failure", type=click.Choice(["cancel", "run"]),
               help="When a parent fails or is cancelled: cancel this job (the default) "
                    "or run it once every parent is final.")
+@click.option("--key", help="The tenant or unit whose jobs share the queue fairly with others'.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -138,6 +139,7 @@ def enqueue_command(
     timeout_secs: float | None,
     after: tuple[int, ...],
     on_parent_failure: str | None,
+    key: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
@@ -152,7 +154,7 @@ def enqueue_command(
         when = datetime.now(UTC) + timedelta(seconds=delay)
     # What the database would refuse is a usage error (an EnqueueError), before connecting.
     check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
-              queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
+              queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs, key=key)
     settings = load_settings()
     with operator_connection(settings) as conn:
         if delay is not None:  # the claim compares run_at with the database's clock
@@ -163,6 +165,7 @@ def enqueue_command(
             conn, kind, body, max_attempts=max_attempts, run_at=when,
             priority=priority, queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs,
             after=list(after) if after else None, on_parent_failure=on_parent_failure,
+            key=key,
         )
     click.echo(job_id)
 

@@ -20,11 +20,16 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
            (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
                AS claimed,
            (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
-               AS walk
+               AS walk,
+           -- SPEC §23: the fair claim before this one claimed (-1: it did not)
+           (SELECT coalesce(nullif(current_setting('awc.keyed_claimed', true), ''), '-1'))::int
+               AS keyed
 ), plan AS MATERIALIZED (
-    SELECT (SELECT cardinality(kinds) + cardinality(queues) = 0 OR walk FROM limited) AS go,
-           (SELECT claimed FROM limited) AS claimed,
-           cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited) AS want,
+    SELECT (SELECT (cardinality(kinds) + cardinality(queues) = 0 OR walk) AND keyed < 0
+            FROM limited) AS go,
+           (SELECT claimed + greatest(keyed, 0) FROM limited) AS claimed,
+           cardinality(%(slots)s::text[]) - (SELECT claimed + greatest(keyed, 0) FROM limited)
+               AS want,
            pg_current_snapshot() AS snap
 ), spans AS MATERIALIZED (
     -- The transactions begun since the last snapshot that this one sees ended:

@@ -2,9 +2,10 @@
 -- RUNNING job inserts nothing and returns that job's id.
 WITH inserted AS (
     INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key,
-                          timeout_secs)
+                          timeout_secs, key)
     VALUES (%(kind)s, %(payload)s::jsonb, %(max_attempts)s, coalesce(%(run_at)s::timestamptz, now()),
-            %(priority)s, %(queue)s, %(dedupe_key)s, %(timeout_secs)s::float8)
+            %(priority)s, %(queue)s, %(dedupe_key)s, %(timeout_secs)s::float8,
+            %(key)s::text)
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING')
     DO NOTHING
     RETURNING id

@@ -1,0 +1,186 @@
+-- The fair claim (SPEC §23, docs/decisions/0034), between the limits' step 2
+-- and the plain walk: when a job with a key is ready and no global limit may
+-- bind (SPEC §18: step 2 claimed nothing and left `awc.walk`), this is the
+-- claim. Among ready jobs of one priority it takes them round-robin across
+-- keys: every key's first job, then every key's second, and so on; a higher
+-- priority still comes first. Jobs without a key are one key, ''.
+--
+-- The keys are found by a skip scan of jobs_ready_key_idx, ((-priority),
+-- coalesce(key, ''), run_at, id): one probe per key, however many jobs each
+-- holds, starting after this claimer's key cursor (%(key_after)s) and
+-- wrapping around within each priority, so the keys late in sort order are
+-- not left behind when there are more keys than slots. The walk stops at as
+-- many keys with ready jobs as there are slots, and reads from each at most
+-- what round-robin could give it (slots - keys + 1): its cost is bounded by
+-- the slots, never by a backlog. The candidates are read without locks; the
+-- chosen ones are locked key by key (SKIP LOCKED: one another claimer took
+-- gives way to the next of that key).
+--
+-- When no keyed job is ready (one probe of jobs_keyed_idx) this reads
+-- nothing and leaves `awc.keyed_claimed` at -1: the plain walk claims as it
+-- did before keys existed. The last row (id null) carries the next key cursor.
+WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if this claims
+    SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
+               AS kinds,
+           (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
+               AS queues,
+           (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
+               AS walk
+), plan AS MATERIALIZED (
+    SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.key IS NOT NULL AND j.run_at <= now())
+               AS go,
+           cardinality(%(slots)s::text[]) AS want,
+           coalesce(%(key_after)s::text, '') AS k0
+    FROM limited AS l
+), groups AS (
+    -- (priority, key) groups with PENDING jobs, in the walk's order: within a
+    -- priority the keys after the cursor (phase 0), then those up to it
+    -- (phase 1). `ready`: it has a job this claim may take now; `r` counts
+    -- them, `i` counts every key walked.
+    SELECT e.p, e.k, e.phase, e.ready, e.ready::int AS r, 1 AS i
+    FROM plan, LATERAL (
+        SELECT f.p, f.k, f.phase, EXISTS (
+                   SELECT 1 FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+                     AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+                     AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                     AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+                   AS ready
+        FROM (SELECT e.p, e.k, e.phase
+              FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+                    WHERE j.state = 'PENDING'
+                    ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
+                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
+                   FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND -j.priority::int = top.p
+                     AND coalesce(j.key, '') > plan.k0
+                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                  UNION ALL
+                  (SELECT -j.priority::int, coalesce(j.key, ''), 1
+                   FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND -j.priority::int = top.p
+                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                  LIMIT 1) AS e) AS f) AS e
+    WHERE plan.go AND plan.want > 0
+    UNION ALL
+    SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1
+    FROM groups AS g, plan, LATERAL (
+        SELECT f.p, f.k, f.phase, EXISTS (
+                   SELECT 1 FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+                     AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+                     AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                     AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+                   AS ready
+        FROM (
+            -- The next key of this priority, in the same phase.
+            (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND -j.priority::int = g.p
+               AND coalesce(j.key, '') > g.k
+               AND (g.phase = 0 OR coalesce(j.key, '') <= plan.k0)
+             ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+            UNION ALL
+            -- Past the last key: wrap to the first, unless the cursor is before it.
+            (SELECT -j.priority::int, coalesce(j.key, ''), 1
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND -j.priority::int = g.p AND g.phase = 0
+               AND coalesce(j.key, '') <= plan.k0
+             ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+            UNION ALL
+            -- Past this priority's keys: the next priority, from the cursor.
+            (SELECT e.p, e.k, e.phase
+             FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND -j.priority::int > g.p
+                   ORDER BY -j.priority::int LIMIT 1) AS nxt, LATERAL (
+                 (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
+                  FROM ONLY awc.jobs AS j
+                  WHERE j.state = 'PENDING' AND -j.priority::int = nxt.p
+                    AND coalesce(j.key, '') > plan.k0
+                  ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                 UNION ALL
+                 (SELECT -j.priority::int, coalesce(j.key, ''), 1
+                  FROM ONLY awc.jobs AS j
+                  WHERE j.state = 'PENDING' AND -j.priority::int = nxt.p
+                  ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                 LIMIT 1) AS e)
+            LIMIT 1) AS f) AS n
+    WHERE g.r < plan.want
+), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
+    SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
+           count(*) OVER (PARTITION BY g.p) AS keys
+    FROM groups AS g
+    WHERE g.ready
+), seen AS MATERIALIZED (
+    -- Each key's first ready jobs, unlocked: no more than round-robin could
+    -- give it among its priority's keys (one each, the rest to one key).
+    SELECT f.p, f.k, f.n, row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
+    FROM found AS f, plan, LATERAL (
+        SELECT j.id, j.run_at
+        FROM ONLY awc.jobs AS j
+        WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+          AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+        ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+        LIMIT greatest(plan.want - f.keys + 1, 1)) AS c
+), chosen AS MATERIALIZED (
+    -- Round-robin: priority first, then each key's first job, then each
+    -- key's second, in the walk's order of keys; as many as there are slots.
+    SELECT c.p, c.k, c.n, count(*) AS take
+    FROM (SELECT s.p, s.k, s.n FROM seen AS s, plan
+          ORDER BY s.p, s.r, s.n
+          LIMIT (SELECT want FROM plan)) AS c
+    GROUP BY c.p, c.k, c.n
+), locked AS MATERIALIZED (
+    SELECT l.id, c.p, c.n, l.run_at
+    FROM chosen AS c, LATERAL (
+        SELECT j.id, j.run_at
+        FROM ONLY awc.jobs AS j
+        WHERE j.state = 'PENDING' AND -j.priority::int = c.p
+          AND coalesce(j.key, '') = c.k AND j.run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+        ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+        LIMIT c.take
+        FOR UPDATE OF j SKIP LOCKED) AS l
+), allowed AS MATERIALIZED (
+    SELECT l.id, row_number() OVER (ORDER BY l.p, l.run_at, l.id) AS n
+    FROM locked AS l
+), claimed AS (
+    UPDATE ONLY awc.jobs AS j
+    SET state = 'RUNNING',
+        attempts = j.attempts + 1,
+        locked_by = (%(slots)s::text[])[a.n],
+        locked_until = now() + make_interval(secs => least(
+            coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
+        claim_token = gen_random_uuid(),
+        started_at = now(),
+        updated_at = now()
+    FROM allowed AS a
+    WHERE j.id = a.id
+    RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts,
+        j.claim_token::text AS token, j.locked_by,
+        extract(epoch FROM j.locked_until - now())::float8 AS lease_s,
+        coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
+                 ::float8, 0) AS wait_s,
+        j.checkpoint::text AS checkpoint
+), turn AS MATERIALIZED (
+    -- The next key cursor: the last key served at the first priority served,
+    -- so the next claim starts with the key after it.
+    SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1
+)
+-- The claimed jobs, then one row (id null) with the next key cursor (null:
+-- keep the cursor). How many this step claimed (-1: it did not claim) goes
+-- to the plain walk after it, which then claims nothing.
+SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
+       NULL::text AS key_mark
+FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT k FROM turn)
+FROM plan AS p
+WHERE set_config('awc.keyed_claimed',
+                 CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)
+      IS NOT NULL

@@ -29,7 +29,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
-                       WHERE j.state = 'PENDING' AND j.key IS NOT NULL AND j.run_at <= now())
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL AND j.run_at <= now())
                AS go,
            cardinality(%(slots)s::text[]) AS want,
            coalesce(%(key_after)s::text, '') AS k0
@@ -43,24 +43,24 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     FROM plan, LATERAL (
         SELECT f.p, f.k, f.phase, EXISTS (
                    SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
                      AND coalesce(j.key, '') = f.k AND j.run_at <= now()
                      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                      AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
                    AS ready
         FROM (SELECT e.p, e.k, e.phase
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
-                    WHERE j.state = 'PENDING'
+                    WHERE j.state = 'PENDING' AND j.waiting = 0
                     ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
                   (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
                    FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND -j.priority::int = top.p
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
                      AND coalesce(j.key, '') > plan.k0
                    ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
                   UNION ALL
                   (SELECT -j.priority::int, coalesce(j.key, ''), 1
                    FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND -j.priority::int = top.p
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
                    ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
                   LIMIT 1) AS e) AS f) AS e
     WHERE plan.go AND plan.want > 0
@@ -69,7 +69,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     FROM groups AS g, plan, LATERAL (
         SELECT f.p, f.k, f.phase, EXISTS (
                    SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
                      AND coalesce(j.key, '') = f.k AND j.run_at <= now()
                      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                      AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
@@ -78,7 +78,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
             -- The next key of this priority, in the same phase.
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase
              FROM ONLY awc.jobs AS j
-             WHERE j.state = 'PENDING' AND -j.priority::int = g.p
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
                AND coalesce(j.key, '') > g.k
                AND (g.phase = 0 OR coalesce(j.key, '') <= plan.k0)
              ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
@@ -86,24 +86,24 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
             -- Past the last key: wrap to the first, unless the cursor is before it.
             (SELECT -j.priority::int, coalesce(j.key, ''), 1
              FROM ONLY awc.jobs AS j
-             WHERE j.state = 'PENDING' AND -j.priority::int = g.p AND g.phase = 0
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p AND g.phase = 0
                AND coalesce(j.key, '') <= plan.k0
              ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
             UNION ALL
             -- Past this priority's keys: the next priority, from the cursor.
             (SELECT e.p, e.k, e.phase
              FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND -j.priority::int > g.p
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int > g.p
                    ORDER BY -j.priority::int LIMIT 1) AS nxt, LATERAL (
                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
                   FROM ONLY awc.jobs AS j
-                  WHERE j.state = 'PENDING' AND -j.priority::int = nxt.p
+                  WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
                     AND coalesce(j.key, '') > plan.k0
                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
                  UNION ALL
                  (SELECT -j.priority::int, coalesce(j.key, ''), 1
                   FROM ONLY awc.jobs AS j
-                  WHERE j.state = 'PENDING' AND -j.priority::int = nxt.p
+                  WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
                  LIMIT 1) AS e)
             LIMIT 1) AS f) AS n
@@ -120,7 +120,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     FROM found AS f, plan, LATERAL (
         SELECT j.id, j.run_at
         FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND -j.priority::int = f.p
+        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
           AND coalesce(j.key, '') = f.k AND j.run_at <= now()
           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
@@ -139,7 +139,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     FROM chosen AS c, LATERAL (
         SELECT j.id, j.run_at
         FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND -j.priority::int = c.p
+        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = c.p
           AND coalesce(j.key, '') = c.k AND j.run_at <= now()
           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))

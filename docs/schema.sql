@@ -79,6 +79,9 @@ CREATE INDEX jobs_ready_key_idx ON awc.jobs ((-priority::int), (coalesce(key, ''
     WHERE state = 'PENDING' AND waiting = 0;
 CREATE INDEX jobs_keyed_idx ON awc.jobs (run_at)
     WHERE state = 'PENDING' AND waiting = 0 AND key IS NOT NULL;
+-- Per-key limits (SPEC §23) count a key's RUNNING jobs.
+CREATE INDEX jobs_running_key_idx ON awc.jobs (key, kind)
+    WHERE state = 'RUNNING' AND key IS NOT NULL;
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');
@@ -621,7 +624,7 @@ CREATE TABLE awc.limits (
     paused      boolean NOT NULL DEFAULT false,
     paused_from integer,
     PRIMARY KEY (scope, name),
-    CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue')),
+    CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue', 'key', 'kind_key')),
     CONSTRAINT limits_max_running_check CHECK (max_running >= 0),
     CONSTRAINT limits_rate_check
         CHECK ((rate IS NULL) = (per_secs IS NULL) AND rate >= 1 AND per_secs >= 1)

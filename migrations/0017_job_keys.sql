@@ -16,3 +16,13 @@ CREATE INDEX jobs_ready_key_idx ON awc.jobs ((-priority::int), (coalesce(key, ''
 -- is the plain walk it was before them.
 CREATE INDEX jobs_keyed_idx ON awc.jobs (run_at)
     WHERE state = 'PENDING' AND waiting = 0 AND key IS NOT NULL;
+
+-- Per-key limits (SPEC §23): `key` (name: one key, or '*' for every key its
+-- own limit) and `kind_key` (name: a kind; each key within it its own
+-- limit). The claim counts a key's RUNNING jobs through this index, never
+-- every RUNNING job.
+ALTER TABLE awc.limits DROP CONSTRAINT limits_scope_check;
+ALTER TABLE awc.limits ADD CONSTRAINT limits_scope_check
+    CHECK (scope IN ('kind', 'queue', 'key', 'kind_key'));
+CREATE INDEX jobs_running_key_idx ON awc.jobs (key, kind)
+    WHERE state = 'RUNNING' AND key IS NOT NULL;

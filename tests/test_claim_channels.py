@@ -35,6 +35,10 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
                  {"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"}),
     # SPEC §23 (decision 0034): the fair claim took the slots, or (-1) left them
     "awc.keyed_claimed": ({"claim_keyed_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
+    # SPEC §23: the per-key limits step 1 holds, and whether any exists
+    "awc.held_key_limits": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs"}),
+    "awc.key_limited": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
+                                           "claim_jobs", "claim_jobs_in_queue"}),
     "awc.held_back": ({"claim_limited_jobs"}, {"finish_tick", "record_tick"}),
     "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),

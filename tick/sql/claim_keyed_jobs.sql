@@ -12,9 +12,10 @@
 -- not left behind when there are more keys than slots. The walk stops at as
 -- many keys with ready jobs as there are slots, and reads from each at most
 -- what round-robin could give it (slots - keys + 1): its cost is bounded by
--- the slots, never by a backlog. The candidates are read without locks; the
--- chosen ones are locked key by key (SKIP LOCKED: one another claimer took
--- gives way to the next of that key).
+-- the slots, never by a backlog. The candidates are read without locks; a
+-- per-key limit (SPEC §23: `key` or `kind_key` rows, held by step 1) keeps
+-- a key's candidates past its room out; the chosen jobs are then locked by
+-- id (SKIP LOCKED: one another claimer took meanwhile is not replaced).
 --
 -- When no keyed job is ready (one probe of jobs_keyed_idx) this reads
 -- nothing and leaves `awc.keyed_claimed` at -1: the plain walk claims as it
@@ -25,7 +26,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
                AS queues,
            (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
-               AS walk
+               AS walk,
+           -- SPEC §23: whether any per-key limit exists, and those step 1 holds
+           (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
+               AS keyed_limits,
+           (SELECT coalesce(nullif(current_setting('awc.held_key_limits', true), ''), '{}'))::text[]
+               AS held_keys
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
@@ -116,9 +122,10 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 ), seen AS MATERIALIZED (
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
-    SELECT f.p, f.k, f.n, row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
+    SELECT f.p, f.k, f.n, c.id, c.kind,
+           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
     FROM found AS f, plan, LATERAL (
-        SELECT j.id, j.run_at
+        SELECT j.id, j.kind, j.run_at
         FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
           AND coalesce(j.key, '') = f.k AND j.run_at <= now()
@@ -126,26 +133,54 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
         ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
         LIMIT greatest(plan.want - f.keys + 1, 1)) AS c
-), chosen AS MATERIALIZED (
+), ordered AS MATERIALIZED (
     -- Round-robin: priority first, then each key's first job, then each
-    -- key's second, in the walk's order of keys; as many as there are slots.
-    SELECT c.p, c.k, c.n, count(*) AS take
-    FROM (SELECT s.p, s.k, s.n FROM seen AS s, plan
-          ORDER BY s.p, s.r, s.n
-          LIMIT (SELECT want FROM plan)) AS c
-    GROUP BY c.p, c.k, c.n
+    -- key's second, in the walk's order of keys.
+    SELECT s.*, row_number() OVER (ORDER BY s.p, s.r, s.n) AS o FROM seen AS s
+), bound AS MATERIALIZED (
+    -- Per-key limits (SPEC §23): each candidate with a key under a `key`
+    -- limit (its own, or '*') or a `kind_key` limit (its kind's), ranked in
+    -- claim order among that limit's candidates of the same key.
+    SELECT o.id, l.scope, l.name, o.k, l.max_running,
+           row_number() OVER (PARTITION BY l.scope, l.name, o.k ORDER BY o.o) AS rank
+    FROM ordered AS o
+    JOIN awc.limits AS l
+      ON (l.scope = 'key' AND l.name IN (o.k, '*')) OR (l.scope = 'kind_key' AND l.name = o.kind)
+    WHERE o.k <> '' AND (SELECT keyed_limits FROM limited)
+), key_room AS MATERIALIZED (
+    -- Each (limit, key)'s room: max_running less the key's RUNNING jobs with
+    -- unexpired leases (counted up to max_running), 0 unless step 1 holds
+    -- the limit's row, so a count is never raced (SPEC §18's discipline).
+    SELECT b.scope, b.name, b.k,
+           CASE WHEN b.scope || ':' || b.name <> ALL (l.held_keys) THEN 0
+                ELSE coalesce(b.max_running - (
+                    SELECT count(*) FROM (
+                        SELECT 1 FROM ONLY awc.jobs AS r
+                        WHERE r.state = 'RUNNING' AND r.key = b.k
+                          AND (b.scope = 'key' OR r.kind = b.name)
+                          AND r.locked_until > clock_timestamp()
+                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647)
+           END AS room
+    FROM (SELECT DISTINCT scope, name, k, max_running FROM bound) AS b, limited AS l
+), chosen AS MATERIALIZED (
+    -- As many as there are slots, in round-robin order, past those a
+    -- per-key limit holds back.
+    SELECT o.id, o.p, o.k, o.n
+    FROM ordered AS o
+    WHERE NOT EXISTS (SELECT 1 FROM bound AS b
+                      JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
+                      WHERE b.id = o.id AND b.rank > r.room)
+    ORDER BY o.o
+    LIMIT (SELECT want FROM plan)
 ), locked AS MATERIALIZED (
-    SELECT l.id, c.p, c.n, l.run_at
-    FROM chosen AS c, LATERAL (
-        SELECT j.id, j.run_at
-        FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = c.p
-          AND coalesce(j.key, '') = c.k AND j.run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
-        ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
-        LIMIT c.take
-        FOR UPDATE OF j SKIP LOCKED) AS l
+    -- The chosen jobs themselves (SKIP LOCKED: one another claimer took is
+    -- left, never replaced by a job no limit's room was counted for).
+    SELECT j.id, -j.priority::int AS p, j.run_at
+    FROM ONLY awc.jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM chosen))
+      AND j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
+    ORDER BY j.id
+    FOR UPDATE OF j SKIP LOCKED
 ), allowed AS MATERIALIZED (
     SELECT l.id, row_number() OVER (ORDER BY l.p, l.run_at, l.id) AS n
     FROM locked AS l

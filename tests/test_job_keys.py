@@ -56,22 +56,22 @@ def test_the_copy_path_keeps_a_key_with_a_run_at(conn: psycopg.Connection[Any]) 
 def test_a_hostile_key_is_refused_by_field_and_nothing_is_enqueued(
     conn: psycopg.Connection[Any], key: str, why: str
 ) -> None:
-    with pytest.raises(EnqueueError, match="^key: ") as one:
+    with pytest.raises(EnqueueError, match=r"^key: ") as one:
         enqueue(conn, "noop", key=key)
     assert why in str(one.value)
-    with pytest.raises(EnqueueError, match="^job 1: key: "):
+    with pytest.raises(EnqueueError, match=r"^job 1: key: "):
         enqueue_many(conn, [{"kind": "noop", "key": "fine"}, {"kind": "noop", "key": key}])
-    with pytest.raises(EnqueueError, match="^job 70: key: "):
+    with pytest.raises(EnqueueError, match=r"^job 70: key: "):
         enqueue_many(conn, [{"kind": "noop"}] * 70 + [{"kind": "noop", "key": key}])
     assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
 
 
 def test_a_key_that_is_not_text_is_refused(conn: psycopg.Connection[Any]) -> None:
-    with pytest.raises(EnqueueError, match="^key: "):
+    with pytest.raises(EnqueueError, match=r"^key: "):
         enqueue(conn, "noop", key=7)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("key", "why"), HOSTILE[:2] + [("a\udcffb", "surrogate"), ("*", "")])
+@pytest.mark.parametrize(("key", "why"), [*HOSTILE[:2], ("a\udcffb", "surrogate"), ("*", "")])
 def test_a_hostile_key_on_the_command_line_is_one_usage_line(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], key: str, why: str
 ) -> None:

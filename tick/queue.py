@@ -10,7 +10,6 @@ travels with the next claim in one pipelined round trip. The producer side
 from __future__ import annotations
 
 import json
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple

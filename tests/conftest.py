@@ -206,7 +206,7 @@ SLOW_MODULES = frozenset({
     "test_console_errors", "test_console_narrow", "test_console_operator", "test_console_plans",
     "test_container", "test_demo", "test_dependency_races", "test_deploy", "test_error_history",
     "test_gc_property",
-    "test_gc_safety", "test_gc_sweep", "test_handlers", "test_host_settings", "test_lambda",
+    "test_gc_safety", "test_gc_sweep", "test_handlers", "test_host_settings", "test_key_limits", "test_lambda",
     "test_limit_costs", "test_limits", "test_long_walks", "test_loop", "test_loop_history",
     "test_operator_actions", "test_operator_cli", "test_packaging", "test_processes",
     "test_refused_outcomes", "test_schedules", "test_silent_database", "test_stores",

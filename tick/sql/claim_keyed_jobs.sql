@@ -43,76 +43,96 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 ), groups AS (
     -- (priority, key) groups with PENDING jobs, in the walk's order: within a
     -- priority the keys after the cursor (phase 0), then those up to it
-    -- (phase 1). `ready`: it has a job this claim may take now; `r` counts
-    -- them, `i` counts every key walked.
+    -- (phase 1). Each probe lands on the key's head, its first job in claim
+    -- order, so `ready` (it has a job this claim may take now) is read from
+    -- that entry; a probe more only when the claim filters kinds or queues
+    -- and the head is not one of them. `r` counts the ready keys, `i` every
+    -- key walked.
     SELECT e.p, e.k, e.phase, e.ready, e.ready::int AS r, 1 AS i
     FROM plan, LATERAL (
-        SELECT f.p, f.k, f.phase, EXISTS (
-                   SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
-                     AND coalesce(j.key, '') = f.k AND j.run_at <= now()
-                     AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-                     AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-                   AS ready
-        FROM (SELECT e.p, e.k, e.phase
+        SELECT h.p, h.k, h.phase, CASE
+                   WHEN h.run_at <= now()
+                        AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
+                        AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                       THEN true
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   ELSE EXISTS (
+                       SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
+                         AND coalesce(j.key, '') = h.k AND j.run_at <= now()
+                         AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+               END AS ready
+        FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0
                     ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
-                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
+                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
+                          j.run_at, j.kind, j.queue
                    FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
                      AND coalesce(j.key, '') > plan.k0
-                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                   UNION ALL
-                  (SELECT -j.priority::int, coalesce(j.key, ''), 1
+                  (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
                    FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
-                   ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
-                  LIMIT 1) AS e) AS f) AS e
+                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+                  LIMIT 1) AS e) AS h
+        OFFSET 0) AS e  -- not flattened: `ready` is worked out once per key
     WHERE plan.go AND plan.want > 0
     UNION ALL
     SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1
     FROM groups AS g, plan, LATERAL (
-        SELECT f.p, f.k, f.phase, EXISTS (
-                   SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
-                     AND coalesce(j.key, '') = f.k AND j.run_at <= now()
-                     AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-                     AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-                   AS ready
+        SELECT h.p, h.k, h.phase, CASE
+                   WHEN h.run_at <= now()
+                        AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
+                        AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                       THEN true
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   ELSE EXISTS (
+                       SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
+                         AND coalesce(j.key, '') = h.k AND j.run_at <= now()
+                         AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+               END AS ready
         FROM (
             -- The next key of this priority, in the same phase.
-            (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase
+            (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
+                    j.run_at, j.kind, j.queue
              FROM ONLY awc.jobs AS j
              WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
                AND coalesce(j.key, '') > g.k
                AND (g.phase = 0 OR coalesce(j.key, '') <= plan.k0)
-             ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+             ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past the last key: wrap to the first, unless the cursor is before it.
-            (SELECT -j.priority::int, coalesce(j.key, ''), 1
+            (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
              FROM ONLY awc.jobs AS j
              WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p AND g.phase = 0
                AND coalesce(j.key, '') <= plan.k0
-             ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+             ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past this priority's keys: the next priority, from the cursor.
-            (SELECT e.p, e.k, e.phase
+            (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue
              FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int > g.p
                    ORDER BY -j.priority::int LIMIT 1) AS nxt, LATERAL (
-                 (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase
+                 (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
+                         j.run_at, j.kind, j.queue
                   FROM ONLY awc.jobs AS j
                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
                     AND coalesce(j.key, '') > plan.k0
-                  ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                  ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                  UNION ALL
-                 (SELECT -j.priority::int, coalesce(j.key, ''), 1
+                 (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
                   FROM ONLY awc.jobs AS j
                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
-                  ORDER BY -j.priority::int, coalesce(j.key, '') LIMIT 1)
+                  ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                  LIMIT 1) AS e)
-            LIMIT 1) AS f) AS n
+            LIMIT 1) AS h
+        OFFSET 0) AS n
     WHERE g.r < plan.want
 ), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
     SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,

@@ -1,0 +1,143 @@
+"""SPEC §23 over real processes: per-key limits (`key:NAME`, `key:*`,
+`kind:NAME --per-key`) hold exactly while several `awc tick` processes
+drain several keys at once, counted from the handlers' own run times and
+sampled from the database throughout; and the limits CLI round-trips them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import psycopg
+
+from tests.support import run_awc, spawn
+from tick.producer import enqueue_many
+
+
+def drain_with_ticks(env: dict[str, str], n: int) -> None:
+    procs = [spawn(env, "tick", "--json") for _ in range(n)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+
+
+def most_at_once_by_key(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Per key, the most `timed` handlers that ran at one instant."""
+    rows = conn.execute("SELECT j.key, i.started, i.ended FROM test_intervals AS i "
+                        "JOIN awc.jobs AS j ON j.id = i.job_id").fetchall()
+    peaks: dict[str, int] = {}
+    for key in {r[0] for r in rows}:
+        edges = sorted([(s, 1) for k, s, _ in rows if k == key]
+                       + [(e, -1) for k, _, e in rows if k == key])
+        running = peak = 0
+        for _, step in edges:
+            running += step
+            peak = max(peak, running)
+        peaks[key] = peak
+    return peaks
+
+
+class Sampler(threading.Thread):
+    """Reads each key's RUNNING jobs (unexpired leases) every few ms."""
+
+    def __init__(self, db_url: str) -> None:
+        super().__init__(daemon=True)
+        self.db_url = db_url
+        self.stop = threading.Event()
+        self.peaks: dict[str, int] = {}
+        self.samples = 0
+
+    def run(self) -> None:
+        with psycopg.connect(self.db_url, autocommit=True) as conn:
+            while not self.stop.is_set():
+                for key, n in conn.execute(
+                        "SELECT key, count(*) FROM ONLY awc.jobs WHERE state = 'RUNNING' "
+                        "AND locked_until > now() AND key IS NOT NULL GROUP BY key"):
+                    self.peaks[key] = max(self.peaks.get(key, 0), n)
+                self.samples += 1
+                self.stop.wait(0.005)
+
+
+def run_limited_drain(conn: psycopg.Connection[Any], db_url: str, env: dict[str, str],
+                      *limit: str, per_key_max: int) -> None:
+    assert run_awc(env, "limits", "set", *limit, "--max-running",
+                   str(per_key_max)).returncode == 0
+    jobs = [{"kind": "timed", "key": f"tenant-{n % 4}", "payload": {"secs": 0.15}}
+            for n in range(48)] + [{"kind": "noop"} for _ in range(50)]
+    enqueue_many(conn, jobs)
+    sampler = Sampler(db_url)
+    sampler.start()
+    try:
+        drain_with_ticks({**env, "AWC_WORKER_CONCURRENCY": "8"}, 3)
+    finally:
+        sampler.stop.set()
+        sampler.join(timeout=10)
+    states = dict(conn.execute("SELECT state, count(*) FROM awc.jobs GROUP BY state").fetchall())
+    assert states == {"COMPLETED": 98}
+    assert sampler.samples > 20
+    assert max(sampler.peaks.values()) <= per_key_max, sampler.peaks
+    peaks = most_at_once_by_key(conn)
+    assert set(peaks) == {f"tenant-{n}" for n in range(4)}
+    assert max(peaks.values()) == per_key_max, peaks  # reached, never passed
+
+
+def test_key_star_max_running_holds_for_each_key_across_concurrent_ticks(
+    conn: psycopg.Connection[Any], db_url: str, awc_env: dict[str, str],
+) -> None:
+    run_limited_drain(conn, db_url, awc_env, "key:*", per_key_max=2)
+
+
+def test_per_key_within_a_kind_holds_across_concurrent_ticks(
+    conn: psycopg.Connection[Any], db_url: str, awc_env: dict[str, str],
+) -> None:
+    run_limited_drain(conn, db_url, awc_env, "kind:timed", "--per-key", per_key_max=1)
+
+
+def test_one_keys_limit_leaves_the_other_keys_free(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    assert run_awc(awc_env, "limits", "set", "key:tenant-0", "--max-running",
+                   "1").returncode == 0
+    enqueue_many(conn, [{"kind": "timed", "key": f"tenant-{n % 2}", "payload": {"secs": 0.1}}
+                        for n in range(16)])
+    drain_with_ticks({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, 2)
+    peaks = most_at_once_by_key(conn)
+    assert peaks["tenant-0"] == 1
+    assert peaks["tenant-1"] > 1
+
+
+def test_the_limits_cli_round_trips_per_key_limits(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    for args in (["key:acme", "--max-running", "3"], ["key:*", "--max-running", "2"],
+                 ["kind:email", "--per-key", "--max-running", "1"]):
+        done = run_awc(awc_env, "limits", "set", *args)
+        assert done.returncode == 0, done.stderr
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "SELECT 'email', k, 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 minute' FROM unnest(ARRAY['acme', 'acme', 'beta']) AS k")
+    listed = json.loads(run_awc(awc_env, "limits", "list", "--json").stdout)
+    by = {(r["scope"], r["name"]): r for r in listed}
+    assert set(by) == {("key", "acme"), ("key", "*"), ("kind_key", "email")}
+    assert by[("key", "acme")]["running"] == 2
+    assert by[("key", "*")]["busiest"] == [{"key": "acme", "running": 2},
+                                           {"key": "beta", "running": 1}]
+    assert by[("kind_key", "email")]["max_running"] == 1
+    text = run_awc(awc_env, "limits", "list").stdout
+    assert "acme=2 beta=1" in text
+    for args in (["key:acme"], ["key:*"], ["kind:email", "--per-key"]):
+        assert run_awc(awc_env, "limits", "clear", *args).returncode == 0
+    assert json.loads(run_awc(awc_env, "limits", "list", "--json").stdout) == []
+
+
+def test_bad_per_key_limits_are_one_usage_line(awc_env: dict[str, str]) -> None:
+    for args, word in ((["key:", "--max-running", "1"], "target"),
+                       (["key:" + "k" * 201, "--max-running", "1"], "target"),
+                       (["queue:q", "--per-key", "--max-running", "1"], "--per-key"),
+                       (["key:a", "--per-key", "--max-running", "1"], "--per-key"),
+                       (["key:*", "--rate", "5", "--per", "1"], "rate")):
+        done = run_awc(awc_env, "limits", "set", *args)
+        assert done.returncode == 2, (args, done.stderr)
+        # A usage error (as every bad limit, SPEC §18): names the field, no traceback.
+        assert "Traceback" not in done.stderr and word in done.stderr, done.stderr

@@ -129,6 +129,8 @@ def latency(url: str, flood: int, flood_key: str | None, small: int, rate: float
 
 
 def _spread(values: list[float], digits: int = 0) -> dict[str, Any]:
+    if not values:  # not run (--only)
+        return {}
     return {"median": round(median(values), digits), "runs": [round(v, digits) for v in values]}
 
 
@@ -143,7 +145,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--database-url", help="a server to use instead of starting one")
+    parser.add_argument("--only", choices=("before", "keys", "latency"),
+                        help="run one of the three comparisons (a look, not the figure)")
     args = parser.parse_args(argv)
+    parts = {args.only} if args.only else {"before", "keys", "latency"}
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
         "before", "now", "keyed", "plain", "quiet", "flood", "fifo")}
@@ -153,16 +158,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         site = install_before(rev, Path(scratch))
         old_url = before_url(site, BEFORE_DB, admin)
         for _ in range(args.runs):  # interleaved: the machine's noise falls on all
-            got["before"].append(drain_fresh(old_url, args.jobs, args.concurrency, site))
-            got["now"].append(drain_fresh(url, args.jobs, args.concurrency))
-            got["keyed"].append(drain_keyed(url, args.jobs, args.keys, args.concurrency))
-            got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
-            got["quiet"].append(latency(url, 0, None, args.small, args.rate, "small",
-                                        args.concurrency))
-            got["flood"].append(latency(url, args.flood, "big", args.small, args.rate,
-                                        "small", args.concurrency))
-            got["fifo"].append(latency(url, args.flood, None, args.small, args.rate, None,
-                                       args.concurrency))
+            if "before" in parts:
+                got["before"].append(drain_fresh(old_url, args.jobs, args.concurrency, site))
+                got["now"].append(drain_fresh(url, args.jobs, args.concurrency))
+            if "keys" in parts:
+                got["keyed"].append(drain_keyed(url, args.jobs, args.keys, args.concurrency))
+                got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+            if "latency" in parts:
+                got["quiet"].append(latency(url, 0, None, args.small, args.rate, "small",
+                                            args.concurrency))
+                got["flood"].append(latency(url, args.flood, "big", args.small, args.rate,
+                                            "small", args.concurrency))
+                got["fifo"].append(latency(url, args.flood, None, args.small, args.rate, None,
+                                           args.concurrency))
         with connect(url) as conn:
             context = {"machine": machine(conn), "server": server, "before_rev": rev,
                        "jobs": args.jobs, "keys": args.keys, "runs": args.runs,
@@ -172,6 +180,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def lat(name: str, field: str) -> dict[str, Any]:
         return _spread([r[field] for r in got[name]], 1)
+
+    def ratio(top: str, bottom: str) -> float:
+        return round(median(got[top]) / median(got[bottom]), 3) if got[top] else 0.0
 
     figures = {
         "small_key_quiet_p50_ms": lat("quiet", "p50_ms"),
@@ -183,11 +194,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "no_keys_flooded_p99_ms": lat("fifo", "p99_ms"),
         "drain_distinct_keys_jobs_per_s": _spread(got["keyed"]),
         "drain_no_keys_jobs_per_s": _spread(got["plain"]),
-        "keys_over_no_keys": round(median(got["keyed"]) / median(got["plain"]), 3),
+        "keys_over_no_keys": ratio("keyed", "plain"),
         "keys_target": ">= 0.9",
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),
-        "now_over_before": round(median(got["now"]) / median(got["before"]), 3),
+        "now_over_before": ratio("now", "before"),
         "before_target": ">= 0.97",
     }
     report("fairness", figures, context)

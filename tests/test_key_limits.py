@@ -18,7 +18,7 @@ from tick.producer import enqueue_many
 def drain_with_ticks(env: dict[str, str], n: int) -> None:
     procs = [spawn(env, "tick", "--json") for _ in range(n)]
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
 
 

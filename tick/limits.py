@@ -14,7 +14,7 @@ from tick.errors import FieldError
 from tick.producer import INT4_MAX, KEY_LIMIT, NAME_LIMIT
 from tick.statements import sql
 from tick.text import text_refusal
-from tick.words import LIMIT_SCOPES
+from tick.words import KEY_LIMIT_SCOPES, LIMIT_SCOPES
 
 if TYPE_CHECKING:
     import psycopg
@@ -29,7 +29,7 @@ LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "paused", "r
 # Per-key limits (SPEC §23): `key` (one key, or "*": every key its own
 # limit) and `kind_key` (every key within one kind its own limit, set as
 # `kind:NAME --per-key`).
-KEY_SCOPES = ("key", "kind_key")
+KEY_SCOPES = KEY_LIMIT_SCOPES
 # How many of a per-key limit's busiest keys `list_limits` shows: never every key.
 BUSIEST = 20
 

@@ -39,7 +39,9 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_key_limits": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs"}),
     "awc.key_limited": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
                                            "claim_jobs", "claim_jobs_in_queue"}),
-    "awc.held_back": ({"claim_limited_jobs"}, {"finish_tick", "record_tick"}),
+    # SPEC §23: a per-key limit in the fair claim holds jobs back too
+    "awc.held_back": ({"claim_limited_jobs", "claim_keyed_jobs"},
+                      {"finish_tick", "record_tick"}),
     "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
     # Not the claim's: retention's carry of needed parents (decision 0030),

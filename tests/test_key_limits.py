@@ -148,3 +148,24 @@ def test_bad_per_key_limits_are_one_usage_line(awc_env: dict[str, str]) -> None:
         assert done.returncode == 2, (args, done.stderr)
         # A usage error (as every bad limit, SPEC §18): names the field, no traceback.
         assert "Traceback" not in done.stderr and word in done.stderr.lower(), done.stderr
+
+
+def test_a_tick_held_back_by_a_per_key_limit_waits_for_room_rather_than_end(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """Key `solo` may run 1 job and another worker's job of it holds the
+    room for a second more: the tick's first claim takes nothing because of
+    the limit, not because the queue drained, so it claims again and runs
+    the key's jobs once the room is back."""
+    assert run_awc(awc_env, "limits", "set", "key:*", "--max-running", "1").returncode == 0
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "VALUES ('noop', 'solo', 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 second')")
+    enqueue_many(conn, [{"kind": "timed", "key": "solo", "payload": {"secs": 0.05}}] * 6)
+    proc = spawn({**awc_env, "AWC_WORKER_CONCURRENCY": "4"}, "tick", "--json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["completed"] >= 6
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE kind = 'timed' "
+                        "AND state = 'COMPLETED'").fetchone() == (6,)
+    assert most_at_once_by_key(conn) == {"solo": 1}

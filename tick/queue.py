@@ -229,10 +229,11 @@ def round_trip(
             claimed.append(ClaimedRow._make(row[:-1]))
     key_mark = None
     for row in keyed_cur.fetchall() if keyed_cur is not None else ():
-        if row[0] is None:
-            key_mark = row[-1]
+        if row[0] is None:  # the key cursor, and whether a per-key limit held jobs back
+            key_mark = row[-2]
+            held_back = held_back or bool(row[-1])
         else:
-            claimed.append(ClaimedRow._make(row[:-1]))
+            claimed.append(ClaimedRow._make(row[:-2]))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

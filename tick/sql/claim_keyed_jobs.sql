@@ -222,20 +222,31 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
                  ::float8, 0) AS wait_s,
         j.checkpoint::text AS checkpoint
+), held AS MATERIALIZED (
+    -- Ready jobs a per-key limit held back (SPEC §18's held_back: the run
+    -- claims again shortly rather than end drained); a limit of
+    -- max_running 0 (a paused key) holds nothing back.
+    SELECT EXISTS (SELECT 1 FROM bound AS b
+                   JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
+                   WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
     -- The next key cursor: the last key served at the first priority served,
     -- so the next claim starts with the key after it.
     SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1
 )
 -- The claimed jobs, then one row (id null) with the next key cursor (null:
--- keep the cursor). How many this step claimed (-1: it did not claim) goes
--- to the plain walk after it, which then claims nothing.
+-- keep the cursor) and whether a per-key limit held ready jobs back (added
+-- to step 2's answer, in `awc.held_back` too). How many this step claimed
+-- (-1: it did not claim) goes to the plain walk after it, which then claims
+-- nothing.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       NULL::text AS key_mark
+       NULL::text AS key_mark, NULL::boolean AS held_back
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT k FROM turn)
-FROM plan AS p
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT k FROM turn),
+       h.held_back
+FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)
       IS NOT NULL
+  AND (NOT h.held_back OR set_config('awc.held_back', 'true', true) IS NOT NULL)

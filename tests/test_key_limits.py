@@ -169,3 +169,21 @@ def test_a_tick_held_back_by_a_per_key_limit_waits_for_room_rather_than_end(
     assert conn.execute("SELECT count(*) FROM awc.jobs WHERE kind = 'timed' "
                         "AND state = 'COMPLETED'").fetchone() == (6,)
     assert most_at_once_by_key(conn) == {"solo": 1}
+
+
+def test_per_key_limits_hold_in_the_lane_claim_under_a_binding_kind_limit(
+    conn: psycopg.Connection[Any], db_url: str, awc_env: dict[str, str],
+) -> None:
+    """A kind limit that binds sends the claim to the lane claim (decision
+    0018); the per-key limit is counted there too."""
+    assert run_awc(awc_env, "limits", "set", "kind:timed", "--max-running", "3").returncode == 0
+    sampler, peaks = run_limited_drain(conn, db_url, awc_env, "key:*", per_key_max=1)
+    assert max(sampler.peaks.values()) <= 1, sampler.peaks
+    assert max(peaks.values()) == 1, peaks
+    rows = conn.execute("SELECT started, ended FROM test_intervals").fetchall()
+    edges = sorted([(s, 1) for s, _ in rows] + [(e, -1) for _, e in rows])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak <= 3

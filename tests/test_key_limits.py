@@ -114,6 +114,17 @@ def test_one_keys_limit_leaves_the_other_keys_free(
     assert peaks["tenant-1"] > 1
 
 
+def test_a_keys_own_limit_replaces_key_star_for_it(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    for target, n in (("key:*", "1"), ("key:tenant-0", "3")):
+        assert run_awc(awc_env, "limits", "set", target, "--max-running", n).returncode == 0
+    enqueue_many(conn, [{"kind": "timed", "key": f"tenant-{n % 2}", "payload": {"secs": 0.1}}
+                        for n in range(16)])
+    drain_with_ticks({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, 2)
+    assert most_at_once_by_key(conn) == {"tenant-0": 3, "tenant-1": 1}
+
+
 def test_the_limits_cli_round_trips_per_key_limits(
     conn: psycopg.Connection[Any], awc_env: dict[str, str],
 ) -> None:
@@ -128,11 +139,12 @@ def test_the_limits_cli_round_trips_per_key_limits(
     by = {(r["scope"], r["name"]): r for r in listed}
     assert set(by) == {("key", "acme"), ("key", "*"), ("kind_key", "email")}
     assert by[("key", "acme")]["running"] == 2
-    assert by[("key", "*")]["busiest"] == [{"key": "acme", "running": 2},
-                                           {"key": "beta", "running": 1}]
+    # key:acme replaces key:* for acme: key:* counts the other keys.
+    assert by[("key", "*")]["busiest"] == [{"key": "beta", "running": 1}]
+    assert by[("key", "*")]["running"] == 1
     assert by[("kind_key", "email")]["max_running"] == 1
     text = run_awc(awc_env, "limits", "list").stdout
-    assert "acme=2 beta=1" in text
+    assert "acme=2 beta=1" in text  # kind:email --per-key: every key of the kind
     for args in (["key:acme"], ["key:*"], ["kind:email", "--per-key"]):
         assert run_awc(awc_env, "limits", "clear", *args).returncode == 0
     assert json.loads(run_awc(awc_env, "limits", "list", "--json").stdout) == []

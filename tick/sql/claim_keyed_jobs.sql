@@ -165,7 +165,11 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            row_number() OVER (PARTITION BY l.scope, l.name, o.k ORDER BY o.o) AS rank
     FROM ordered AS o
     JOIN awc.limits AS l
-      ON (l.scope = 'key' AND l.name IN (o.k, '*')) OR (l.scope = 'kind_key' AND l.name = o.kind)
+      ON (l.scope = 'key' AND l.name = o.k) OR (l.scope = 'kind_key' AND l.name = o.kind)
+         -- key:* for the keys that have no limit of their own (key:NAME replaces it)
+         OR (l.scope = 'key' AND l.name = '*'
+             AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                             WHERE own.scope = 'key' AND own.name = o.k))
     WHERE o.k <> '' AND (SELECT keyed_limits FROM limited)
 ), key_room AS MATERIALIZED (
     -- Each (limit, key)'s room: max_running less the key's RUNNING jobs with

@@ -134,7 +134,11 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                               ORDER BY w.priority DESC, w.run_at, w.id) AS rank
     FROM seen AS w
     JOIN awc.limits AS l
-      ON (l.scope = 'key' AND l.name IN (w.key, '*')) OR (l.scope = 'kind_key' AND l.name = w.kind)
+      ON (l.scope = 'key' AND l.name = w.key) OR (l.scope = 'kind_key' AND l.name = w.kind)
+         -- key:* for the keys that have no limit of their own (key:NAME replaces it)
+         OR (l.scope = 'key' AND l.name = '*'
+             AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                             WHERE own.scope = 'key' AND own.name = w.key))
     WHERE w.key IS NOT NULL AND (SELECT keyed_limits FROM stamp)
 ), key_room AS MATERIALIZED (  -- 0 unless step 1 holds the limit's row
     SELECT b.scope, b.name, b.key,

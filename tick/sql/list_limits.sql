@@ -14,6 +14,7 @@
 -- its %(busiest)s busiest keys with theirs (jobs_running_key_idx: RUNNING
 -- jobs only, never a key's backlog); it is saturated when its busiest key
 -- is. Only `key:NAME` counts what it holds back (that key's ready jobs).
+-- `key:*` covers the keys without a `key:NAME` of their own (which replaces it).
 SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
        w.window_claims,
        CASE WHEN NOT ((l.max_running IS NOT NULL
@@ -48,7 +49,10 @@ LATERAL (SELECT count(*) AS running FROM (
                AND CASE l.scope WHEN 'kind' THEN r.kind = l.name
                                 WHEN 'queue' THEN r.queue = l.name
                                 WHEN 'key' THEN r.key IS NOT NULL
-                                                AND (l.name = '*' OR r.key = l.name)
+                                                AND (r.key = l.name OR l.name = '*'
+                                                     AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                                                                     WHERE own.scope = 'key'
+                                                                       AND own.name = r.key))
                                 ELSE r.key IS NOT NULL AND r.kind = l.name END
              LIMIT greatest(%(cap)s, l.max_running)) AS counted) AS u,
 LATERAL (SELECT count(*) AS window_claims FROM awc.limit_claims AS c
@@ -61,7 +65,9 @@ LATERAL (SELECT max(b.n) AS top,
                FROM ONLY awc.jobs AS r
                WHERE l.scope IN ('key', 'kind_key')
                  AND r.state = 'RUNNING' AND r.key IS NOT NULL AND r.locked_until > now()
-                 AND (l.scope = 'kind_key' OR l.name = '*' OR r.key = l.name)
+                 AND (l.scope = 'kind_key' OR r.key = l.name
+                      OR l.name = '*' AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                                                      WHERE own.scope = 'key' AND own.name = r.key))
                  AND (l.scope = 'key' OR r.kind = l.name)
                GROUP BY r.key
                ORDER BY n DESC, r.key

@@ -48,9 +48,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- that entry; a probe more only when the claim filters kinds or queues
     -- and the head is not one of them. `r` counts the ready keys, `i` every
     -- key walked.
-    SELECT e.p, e.k, e.phase, e.ready, e.ready::int AS r, 1 AS i
+    SELECT e.p, e.k, e.phase, e.ready, e.ready::int AS r, 1 AS i, e.head, e.head_at, e.head_kind
     FROM plan, LATERAL (
-        SELECT h.p, h.k, h.phase, CASE
+        SELECT h.p, h.k, h.phase, h.id AS head, h.run_at AS head_at, h.kind AS head_kind, CASE
                    WHEN h.run_at <= now()
                         AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
                         AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
@@ -63,18 +63,18 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
                END AS ready
-        FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue
+        FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0
                     ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
                   (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
-                          j.run_at, j.kind, j.queue
+                          j.run_at, j.kind, j.queue, j.id
                    FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
                      AND coalesce(j.key, '') > plan.k0
                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                   UNION ALL
-                  (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
+                  (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
                    FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
@@ -82,9 +82,10 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         OFFSET 0) AS e  -- not flattened: `ready` is worked out once per key
     WHERE plan.go AND plan.want > 0
     UNION ALL
-    SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1
+    SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1, n.head, n.head_at,
+           n.head_kind
     FROM groups AS g, plan, LATERAL (
-        SELECT h.p, h.k, h.phase, CASE
+        SELECT h.p, h.k, h.phase, h.id AS head, h.run_at AS head_at, h.kind AS head_kind, CASE
                    WHEN h.run_at <= now()
                         AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
                         AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
@@ -100,7 +101,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         FROM (
             -- The next key of this priority, in the same phase.
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
-                    j.run_at, j.kind, j.queue
+                    j.run_at, j.kind, j.queue, j.id
              FROM ONLY awc.jobs AS j
              WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
                AND coalesce(j.key, '') > g.k
@@ -108,25 +109,25 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past the last key: wrap to the first, unless the cursor is before it.
-            (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
+            (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
              FROM ONLY awc.jobs AS j
              WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p AND g.phase = 0
                AND coalesce(j.key, '') <= plan.k0
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past this priority's keys: the next priority, from the cursor.
-            (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue
+            (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
              FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int > g.p
                    ORDER BY -j.priority::int LIMIT 1) AS nxt, LATERAL (
                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
-                         j.run_at, j.kind, j.queue
+                         j.run_at, j.kind, j.queue, j.id
                   FROM ONLY awc.jobs AS j
                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
                     AND coalesce(j.key, '') > plan.k0
                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                  UNION ALL
-                 (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue
+                 (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
                   FROM ONLY awc.jobs AS j
                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
@@ -136,23 +137,30 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     WHERE g.r < plan.want
 ), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
     SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
-           count(*) OVER (PARTITION BY g.p) AS keys
+           count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
     FROM groups AS g
     WHERE g.ready
 ), seen AS MATERIALIZED (
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
+    -- One each (as many keys as slots) and no filter: the head the walk of
+    -- keys found is that one, and nothing is read again.
     SELECT f.p, f.k, f.n, c.id, c.kind,
            row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
     FROM found AS f, plan, LATERAL (
-        SELECT j.id, j.kind, j.run_at
-        FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
-          AND coalesce(j.key, '') = f.k AND j.run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
-        ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
-        LIMIT greatest(plan.want - f.keys + 1, 1)) AS c
+        SELECT f.head AS id, f.head_kind AS kind, f.head_at AS run_at
+        WHERE f.keys >= plan.want AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+        UNION ALL
+        (SELECT j.id, j.kind, j.run_at
+         FROM ONLY awc.jobs AS j
+         WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
+           AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+           AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL
+                    AND %(queues)s::text[] IS NULL)
+         ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+         LIMIT greatest(plan.want - f.keys + 1, 1))) AS c
 ), ordered AS MATERIALIZED (
     -- Round-robin: priority first, then each key's first job, then each
     -- key's second, in the walk's order of keys.

@@ -634,9 +634,13 @@ CREATE TABLE awc.limit_claims (
     scope text        NOT NULL,
     name  text        NOT NULL,
     at    timestamptz NOT NULL,
+    -- SPEC §23: the key a per-key rate counts this claim for.
+    key   text,
     FOREIGN KEY (scope, name) REFERENCES awc.limits (scope, name) ON DELETE CASCADE
 );
 CREATE INDEX limit_claims_window_idx ON awc.limit_claims (scope, name, at);
+CREATE INDEX limit_claims_key_idx ON awc.limit_claims (scope, name, key, at)
+    WHERE key IS NOT NULL;
 
 -- SPEC §25: queue depth for autoscalers (migration 0008).
 CREATE FUNCTION awc.ready_jobs(queue text DEFAULT NULL, cap integer DEFAULT 100000)

@@ -26,3 +26,8 @@ ALTER TABLE awc.limits ADD CONSTRAINT limits_scope_check
     CHECK (scope IN ('kind', 'queue', 'key', 'kind_key'));
 CREATE INDEX jobs_running_key_idx ON awc.jobs (key, kind)
     WHERE state = 'RUNNING' AND key IS NOT NULL;
+-- A per-key rate logs each key's claims: the key it counts for (null for a
+-- kind's or a queue's claims). No default: adding it rewrites nothing.
+ALTER TABLE awc.limit_claims ADD COLUMN key text;
+CREATE INDEX limit_claims_key_idx ON awc.limit_claims (scope, name, key, at)
+    WHERE key IS NOT NULL;

@@ -125,6 +125,27 @@ def test_a_keys_own_limit_replaces_key_star_for_it(
     assert most_at_once_by_key(conn) == {"tenant-0": 3, "tenant-1": 1}
 
 
+def test_a_per_key_rate_holds_in_every_window_across_concurrent_ticks(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """key:* --rate 3 --per 1: no key is claimed more than 3 times in any
+    second, whichever of two ticks claims; keys without jobs limit nothing."""
+    assert run_awc(awc_env, "limits", "set", "key:*", "--rate", "3",
+                   "--per", "1").returncode == 0
+    enqueue_many(conn, [{"kind": "noop", "key": f"tenant-{n % 3}"} for n in range(18)]
+                 + [{"kind": "noop"}] * 20)
+    drain_with_ticks({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, 2)
+    rows = conn.execute("SELECT key, started_at FROM awc.jobs WHERE key IS NOT NULL "
+                        "AND state = 'COMPLETED' ORDER BY key, started_at").fetchall()
+    assert len(rows) == 18
+    for key in {r[0] for r in rows}:
+        starts = [r[1] for r in rows if r[0] == key]
+        assert len(starts) == 6
+        # Any four claims of one key span at least the window.
+        spans = [(starts[i + 3] - starts[i]).total_seconds() for i in range(len(starts) - 3)]
+        assert min(spans) >= 1.0, (key, spans)
+
+
 def test_the_limits_cli_round_trips_per_key_limits(
     conn: psycopg.Connection[Any], awc_env: dict[str, str],
 ) -> None:
@@ -155,7 +176,7 @@ def test_bad_per_key_limits_are_one_usage_line(awc_env: dict[str, str]) -> None:
                        (["key:" + "k" * 201, "--max-running", "1"], "target"),
                        (["queue:q", "--per-key", "--max-running", "1"], "--per-key"),
                        (["key:a", "--per-key", "--max-running", "1"], "--per-key"),
-                       (["key:*", "--rate", "5", "--per", "1"], "rate")):
+                       (["key:*", "--rate", "5"], "rate")):
         done = run_awc(awc_env, "limits", "set", *args)
         assert done.returncode == 2, (args, done.stderr)
         # A usage error (as every bad limit, SPEC §18): names the field, no traceback.

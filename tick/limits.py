@@ -107,9 +107,6 @@ def check_limit(limit: Limit) -> Limit:
             check_key_name(limit.name)
         else:
             _check_name(limit.name)
-        if limit.rate is not None or limit.per_secs is not None:
-            # Not yet: a rate per key would log each key's claims (decision 0034).
-            raise LimitError("rate", "is not supported on a per-key limit; use --max-running")
     elif limit.scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     else:

@@ -169,7 +169,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- Per-key limits (SPEC §23): each candidate with a key under a `key`
     -- limit (its own, or '*') or a `kind_key` limit (its kind's), ranked in
     -- claim order among that limit's candidates of the same key.
-    SELECT o.id, l.scope, l.name, o.k, l.max_running,
+    SELECT o.id, l.scope, l.name, o.k, l.max_running, l.rate, l.per_secs,
            row_number() OVER (PARTITION BY l.scope, l.name, o.k ORDER BY o.o) AS rank
     FROM ordered AS o
     JOIN awc.limits AS l
@@ -179,21 +179,31 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
                              WHERE own.scope = 'key' AND own.name = o.k))
     WHERE o.k <> '' AND (SELECT keyed_limits FROM limited)
+), stamp AS MATERIALIZED (
+    -- One instant, taken under step 1's locks: the claims a per-key rate
+    -- logs, and the end of every window counted (as claim_limited_jobs).
+    SELECT clock_timestamp() AS at
 ), key_room AS MATERIALIZED (
     -- Each (limit, key)'s room: max_running less the key's RUNNING jobs with
-    -- unexpired leases (counted up to max_running), 0 unless step 1 holds
-    -- the limit's row, so a count is never raced (SPEC §18's discipline).
-    SELECT b.scope, b.name, b.k,
+    -- unexpired leases (counted up to max_running), rate less the key's
+    -- claims in the last per_secs; 0 unless step 1 holds the limit's row,
+    -- so a count is never raced (SPEC §18's discipline).
+    SELECT b.scope, b.name, b.k, b.rate, b.per_secs,
            CASE WHEN b.scope || ':' || b.name <> ALL (l.held_keys) THEN 0
-                ELSE coalesce(b.max_running - (
+                ELSE least(coalesce(b.max_running - (
                     SELECT count(*) FROM (
                         SELECT 1 FROM ONLY awc.jobs AS r
                         WHERE r.state = 'RUNNING' AND r.key = b.k
                           AND (b.scope = 'key' OR r.kind = b.name)
-                          AND r.locked_until > clock_timestamp()
-                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647)
+                          AND r.locked_until > s.at
+                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647),
+                    coalesce(b.rate - (
+                        SELECT count(*) FROM awc.limit_claims AS c
+                        WHERE c.scope = b.scope AND c.name = b.name AND c.key = b.k
+                          AND c.at > s.at - make_interval(secs => b.per_secs)), 2147483647))
            END AS room
-    FROM (SELECT DISTINCT scope, name, k, max_running FROM bound) AS b, limited AS l
+    FROM (SELECT DISTINCT scope, name, k, max_running, rate, per_secs FROM bound) AS b,
+         limited AS l, stamp AS s
 ), chosen AS MATERIALIZED (
     -- As many as there are slots, in round-robin order, past those a
     -- per-key limit holds back.
@@ -224,7 +234,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         locked_until = now() + make_interval(secs => least(
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
         claim_token = gen_random_uuid(),
-        started_at = now(),
+        started_at = (SELECT at FROM stamp),  -- the instant a per-key rate logs
         updated_at = now()
     FROM allowed AS a
     WHERE j.id = a.id
@@ -234,6 +244,17 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
                  ::float8, 0) AS wait_s,
         j.checkpoint::text AS checkpoint
+), logged AS (  -- a per-key rate's claims, one row per job and key
+    INSERT INTO awc.limit_claims (scope, name, key, at)
+    SELECT b.scope, b.name, b.k, (SELECT at FROM stamp)
+    FROM bound AS b
+    JOIN claimed AS c ON c.id = b.id
+    WHERE b.rate IS NOT NULL
+), forgot AS (  -- and those out of every window now
+    DELETE FROM awc.limit_claims AS c
+    USING key_room AS r
+    WHERE r.rate IS NOT NULL AND c.scope = r.scope AND c.name = r.name AND c.key = r.k
+      AND c.at <= (SELECT at FROM stamp) - make_interval(secs => r.per_secs)
 ), held AS MATERIALIZED (
     -- Ready jobs a per-key limit held back (SPEC §18's held_back: the run
     -- claims again shortly rather than end drained); a limit of

@@ -129,7 +129,7 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     -- Per-key limits (SPEC §23, as in claim_keyed_jobs.sql): each keyed
     -- candidate under a `key` or `kind_key` limit, ranked in claim order
     -- among that limit's candidates of the same key.
-    SELECT w.id, l.scope, l.name, w.key, l.max_running,
+    SELECT w.id, l.scope, l.name, w.key, l.max_running, l.rate, l.per_secs,
            row_number() OVER (PARTITION BY l.scope, l.name, w.key
                               ORDER BY w.priority DESC, w.run_at, w.id) AS rank
     FROM seen AS w
@@ -141,17 +141,22 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                              WHERE own.scope = 'key' AND own.name = w.key))
     WHERE w.key IS NOT NULL AND (SELECT keyed_limits FROM stamp)
 ), key_room AS MATERIALIZED (  -- 0 unless step 1 holds the limit's row
-    SELECT b.scope, b.name, b.key,
+    SELECT b.scope, b.name, b.key, b.rate, b.per_secs,
            CASE WHEN b.scope || ':' || b.name <> ALL (s.held_keys) THEN 0
-                ELSE coalesce(b.max_running - (
+                ELSE least(coalesce(b.max_running - (
                     SELECT count(*) FROM (
                         SELECT 1 FROM ONLY awc.jobs AS r
                         WHERE r.state = 'RUNNING' AND r.key = b.key
                           AND (b.scope = 'key' OR r.kind = b.name)
                           AND r.locked_until > s.at
-                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647)
+                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647),
+                    coalesce(b.rate - (
+                        SELECT count(*) FROM awc.limit_claims AS c
+                        WHERE c.scope = b.scope AND c.name = b.name AND c.key = b.key
+                          AND c.at > s.at - make_interval(secs => b.per_secs)), 2147483647))
            END AS room
-    FROM (SELECT DISTINCT scope, name, key, max_running FROM bound) AS b, stamp AS s
+    FROM (SELECT DISTINCT scope, name, key, max_running, rate, per_secs FROM bound) AS b,
+         stamp AS s
 ), picked AS MATERIALIZED (
     -- The first of them in claim order, across every lane, that fit their
     -- limits' rooms, as many as there are slots.
@@ -229,6 +234,17 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM claimed AS c
     JOIN room AS h ON h.rate IS NOT NULL
         AND h.name = CASE h.scope WHEN 'kind' THEN c.kind ELSE c.queue END
+), logged_keys AS (  -- a per-key rate's claims (SPEC §23), one row per job and key
+    INSERT INTO awc.limit_claims (scope, name, key, at)
+    SELECT b.scope, b.name, b.key, (SELECT at FROM stamp)
+    FROM bound AS b
+    JOIN claimed AS c ON c.id = b.id
+    WHERE b.rate IS NOT NULL
+), forgot_keys AS (
+    DELETE FROM awc.limit_claims AS c
+    USING key_room AS r
+    WHERE r.rate IS NOT NULL AND c.scope = r.scope AND c.name = r.name AND c.key = r.key
+      AND c.at <= (SELECT at FROM stamp) - make_interval(secs => r.per_secs)
 ), forgot AS (
     DELETE FROM awc.limit_claims AS c
     USING room AS h

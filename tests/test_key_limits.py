@@ -220,3 +220,4 @@ def test_per_key_limits_hold_in_the_lane_claim_under_a_binding_kind_limit(
         running += step
         peak = max(peak, running)
     assert peak <= 3
+

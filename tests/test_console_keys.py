@@ -32,3 +32,28 @@ def test_the_consoles_limits_page_shows_the_busiest_keys_and_no_pause_for_keys(
     assert page.count("&nbsp;2") == 20  # the 20 busiest of 30 keys, 2 running each
     assert "k0&nbsp;2" in page
     assert 'value="key:*"' not in page  # no Pause or Resume for a key scope
+
+
+def test_the_metrics_show_the_busiest_keys_of_a_per_key_limit(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """`awc_limit_key_running_jobs{scope,name,key}`: at most 20 keys a
+    limit; a key no longer among them reads 0."""
+    from tick.limits import Limit, set_limit
+    from tick.metrics import Metrics
+
+    conn.execute("TRUNCATE awc.jobs, awc.limits, awc.limit_claims CASCADE")  # the module's db
+    set_limit(conn, Limit("key", "*", max_running=9))
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "SELECT 'noop', 'k' || (g % 25), 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 minute' FROM generate_series(0, 29) AS g")
+    metrics = Metrics()
+    metrics.sample_queue(conn)
+    text = metrics.exposition().decode()
+    assert text.count("awc_limit_key_running_jobs{") == 20
+    assert 'awc_limit_key_running_jobs{key="k0",name="*",scope="key"} 2.0' in text
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', locked_until = NULL, claim_token = NULL "
+                 "WHERE key = 'k0'")
+    metrics.sample_queue(conn)
+    assert 'awc_limit_key_running_jobs{key="k0",name="*",scope="key"} 0.0' \
+        in metrics.exposition().decode()

@@ -221,3 +221,28 @@ def test_per_key_limits_hold_in_the_lane_claim_under_a_binding_kind_limit(
         peak = max(peak, running)
     assert peak <= 3
 
+
+
+def test_a_key_with_array_syntax_in_it_is_limited_like_any_other(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The held limits travel as a text[] setting: a key with quotes,
+    braces, commas and backslashes must come back as itself."""
+    import time
+
+    from tick.engine.cursor import Cursor
+    from tick.limits import Limit, set_limit
+    from tick.queue import ClaimRequest, Writes, round_trip
+
+    odd = 'a"b{c},d\\e f:g'
+    set_limit(conn, Limit("key", odd, max_running=2))
+    enqueue_many(conn, [{"kind": "noop", "key": odd}] * 5 + [{"kind": "noop", "key": "x"}] * 5)
+    cursor = Cursor()
+    request = ClaimRequest(slots=[f"s{i}" for i in range(10)], lease_secs=60.0, cap_secs=60.0,
+                           leases_json="{}", kinds=None, queues=None,
+                           cursor=cursor.params(time.monotonic()))
+    done = round_trip(conn, Writes(), request)
+    keys = [r[0] for r in conn.execute(
+        "SELECT key FROM awc.jobs WHERE id = ANY (%s)", ([row.id for row in done.claimed],))]
+    assert sorted(keys, key=str) == sorted([odd] * 2 + ["x"] * 5, key=str)
+    assert done.held_back

@@ -7,8 +7,8 @@ Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, the console's
-pages on 1M jobs, lease renewals, fairness across keys, and the drain and a steady load under a pinned xmin
-horizon on a server of their own (each also prints its
+pages on 1M jobs, lease renewals, fairness across keys, and the drain and
+a steady load under a pinned xmin horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
 sizes and fewer runs, for a look rather than a figure.
 """

@@ -7,8 +7,8 @@ Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, tracing's cost, the console's
-pages on 1M jobs, lease renewals, and the drain and a steady load under a pinned xmin
-horizon on a server of their own (each also prints its
+pages on 1M jobs, lease renewals, fairness across keys, and the drain and
+a steady load under a pinned xmin horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
 sizes and fewer runs, for a look rather than a figure.
 """
@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("dependencies", [*runs, "--children", "20000" if q else "100000",
                           "--graph", "2000" if q else "10000", "--chain", "200" if q else "1000",
                           "--jobs", "5000" if q else "20000"]),
+        # SPEC §23: on a server of its own, like the horizon benches.
+        ("fairness", [*runs, "--jobs", "5000" if q else "20000",
+                      "--keys", "2000" if q else "10000", "--flood", "10000" if q else "40000",
+                      "--small", "40" if q else "100"]),
         ("horizon_steady", ["--rate", "3000", "--clean-secs", "20" if q else "60",
                             "--pinned-secs", "40" if q else "180",
                             "--recovery-secs", "30" if q else "120",
@@ -183,6 +187,18 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
     ("drain with nothing pinned, jobs/s, with the claim's cursor vs before it",
      lambda g: g["claim_cursor"]["now_jobs_per_s"],
      lambda g: g["claim_cursor"]["before_jobs_per_s"], ">= 0.97", lambda r: r >= 0.97, ""),
+    ("drain, jobs/s, no job with a key vs awc before keys (SPEC §23)",
+     lambda g: g["fairness"]["now_no_keys_jobs_per_s"]["median"],
+     lambda g: g["fairness"]["before_keys_jobs_per_s"]["median"], ">= 0.97",
+     lambda r: r >= 0.97, ""),
+    ("drain, jobs/s, 10,000 distinct keys vs no keys",
+     lambda g: g["fairness"]["drain_distinct_keys_jobs_per_s"]["median"],
+     lambda g: g["fairness"]["drain_no_keys_jobs_per_s"]["median"], ">= 0.9",
+     lambda r: r >= 0.9, ""),
+    ("a small key's p99 latency, ms, while a big key floods vs no flood",
+     lambda g: g["fairness"]["small_key_flooded_p99_ms"]["median"],
+     lambda g: g["fairness"]["small_key_quiet_p99_ms"]["median"], "< 1 s",
+     Absolute(lambda v: v < 1000), " ms"),
     ("drain of no-op jobs, jobs/s, renewing leases vs renewal off (SPEC §26)",
      lambda g: g["leases"]["drain_renewing_jobs_per_s"],
      lambda g: g["leases"]["drain_renewal_off_jobs_per_s"], ">= 0.98", lambda r: r >= 0.98, ""),

@@ -49,6 +49,9 @@ CREATE TABLE awc.jobs (
     -- SPEC §21: the enqueuing request's W3C trace context, a text map
     -- (traceparent, tracestate); unreadable values count as none.
     trace_context jsonb,
+    -- SPEC §23: the tenant or unit that shares the queue fairly with the
+    -- others (docs/decisions/0034).
+    key           text,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
@@ -56,7 +59,8 @@ CREATE TABLE awc.jobs (
     CONSTRAINT jobs_progress_check CHECK (progress >= 0 AND progress <= 1),
     CONSTRAINT jobs_timeout_secs_check CHECK (timeout_secs >= 1 AND timeout_secs <= 604800),
     CONSTRAINT jobs_waiting_check CHECK (waiting >= 0),
-    CONSTRAINT jobs_on_parent_failure_check CHECK (on_parent_failure IN ('cancel', 'run'))
+    CONSTRAINT jobs_on_parent_failure_check CHECK (on_parent_failure IN ('cancel', 'run')),
+    CONSTRAINT jobs_key_check CHECK (char_length(key) BETWEEN 1 AND 200 AND key <> '*')
 );
 
 -- Claim order with every column ascending, so a claim's cursor is one range.
@@ -72,6 +76,15 @@ CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
 -- The children still waiting, which no ready index holds (the console's
 -- counts and bulk actions, `awc jobs list`).
 CREATE INDEX jobs_waiting_idx ON awc.jobs (id) WHERE state = 'PENDING' AND waiting > 0;
+-- The fair claim (SPEC §23): each key's ready jobs in claim order, keys of a
+-- priority in order ('' for jobs without a key); and whether a keyed job is ready.
+CREATE INDEX jobs_ready_key_idx ON awc.jobs ((-priority::int), (coalesce(key, '')), run_at, id)
+    WHERE state = 'PENDING' AND waiting = 0;
+CREATE INDEX jobs_keyed_idx ON awc.jobs (run_at)
+    WHERE state = 'PENDING' AND waiting = 0 AND key IS NOT NULL;
+-- Per-key limits (SPEC §23) count a key's RUNNING jobs.
+CREATE INDEX jobs_running_key_idx ON awc.jobs (key, kind)
+    WHERE state = 'RUNNING' AND key IS NOT NULL;
 CREATE INDEX jobs_lease_idx ON awc.jobs (locked_until) WHERE locked_until IS NOT NULL;
 CREATE INDEX jobs_finished_idx ON awc.jobs (finished_at)
     WHERE state IN ('COMPLETED', 'CANCELLED');
@@ -653,7 +666,7 @@ CREATE TABLE awc.limits (
     paused      boolean NOT NULL DEFAULT false,
     paused_from integer,
     PRIMARY KEY (scope, name),
-    CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue')),
+    CONSTRAINT limits_scope_check CHECK (scope IN ('kind', 'queue', 'key', 'kind_key')),
     CONSTRAINT limits_max_running_check CHECK (max_running >= 0),
     CONSTRAINT limits_rate_check
         CHECK ((rate IS NULL) = (per_secs IS NULL) AND rate >= 1 AND per_secs >= 1)
@@ -663,9 +676,13 @@ CREATE TABLE awc.limit_claims (
     scope text        NOT NULL,
     name  text        NOT NULL,
     at    timestamptz NOT NULL,
+    -- SPEC §23: the key a per-key rate counts this claim for.
+    key   text,
     FOREIGN KEY (scope, name) REFERENCES awc.limits (scope, name) ON DELETE CASCADE
 );
 CREATE INDEX limit_claims_window_idx ON awc.limit_claims (scope, name, at);
+CREATE INDEX limit_claims_key_idx ON awc.limit_claims (scope, name, key, at)
+    WHERE key IS NOT NULL;
 
 -- SPEC §25: queue depth for autoscalers (migration 0008).
 CREATE FUNCTION awc.ready_jobs(queue text DEFAULT NULL, cap integer DEFAULT 100000)

@@ -26,13 +26,22 @@ SQL = ROOT / "tick" / "sql"
 CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_kinds": ({"claim_limits"}, {"claim_limited_jobs"}),
     "awc.held_queues": ({"claim_limits"}, {"claim_limited_jobs"}),
-    "awc.limited_kinds": ({"claim_limits"},
-                          {"claim_limited_jobs", "claim_jobs", "claim_jobs_in_queue"}),
-    "awc.limited_queues": ({"claim_limits"},
-                           {"claim_limited_jobs", "claim_jobs", "claim_jobs_in_queue"}),
+    "awc.limited_kinds": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
+                                             "claim_jobs", "claim_jobs_in_queue"}),
+    "awc.limited_queues": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
+                                              "claim_jobs", "claim_jobs_in_queue"}),
     "awc.limited_claimed": ({"claim_limited_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
-    "awc.walk": ({"claim_limited_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
-    "awc.held_back": ({"claim_limited_jobs"}, {"finish_tick", "record_tick"}),
+    "awc.walk": ({"claim_limited_jobs"},
+                 {"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"}),
+    # SPEC §23 (decision 0034): the fair claim took the slots, or (-1) left them
+    "awc.keyed_claimed": ({"claim_keyed_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
+    # SPEC §23: the per-key limits step 1 holds, and whether any exists
+    "awc.held_key_limits": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs"}),
+    "awc.key_limited": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
+                                           "claim_jobs", "claim_jobs_in_queue"}),
+    # SPEC §23: a per-key limit in the fair claim holds jobs back too
+    "awc.held_back": ({"claim_limited_jobs", "claim_keyed_jobs"},
+                      {"finish_tick", "record_tick"}),
     "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
     # Not the claim's: retention's carry of needed parents (decision 0030),
@@ -43,7 +52,7 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
 SCHEMA_READS = {"awc.carrying": "awc.settle_completed"}
 # The order `tick.queue.round_trip` sends them in (the claim is one of the two
 # claim_jobs variants; the tail, one of the history statements, goes last).
-ORDER = ["claim_limits", "claim_limited_jobs", "claim_jobs", "tail"]
+ORDER = ["claim_limits", "claim_limited_jobs", "claim_keyed_jobs", "claim_jobs", "tail"]
 TAILS = {"finish_tick", "record_tick", "open_stretch"}
 
 

@@ -96,7 +96,8 @@ def test_a_rate_holds_in_every_window_across_concurrent_ticks(
         == [("kind", "timed", 4, 1)]
     assert set(listed[0]) == {"scope", "name", "max_running", "rate", "per_secs", "paused",
                               "running",
-                              "window_claims", "held_back"}
+                              "window_claims", "held_back",
+                              "busiest"}  # SPEC §23: a per-key limit's busiest keys
 
 
 def test_expired_leases_of_a_killed_holder_stop_counting(

@@ -19,6 +19,7 @@ from tick.words import (
     FIRE_STATUSES,
     JOB_ACTIONS,
     JOB_STATES,
+    KEY_LIMIT_SCOPES,
     LABELS,
     LIMIT_SCOPES,
     REPORT_FIELD,
@@ -41,7 +42,7 @@ def test_each_closed_set_is_the_one_the_schema_allows() -> None:
     assert allowed("ticks_driver_check") == DRIVERS
     assert allowed("ticks_stop_reason_check") == STOP_REASONS
     assert allowed("schedule_fires_status_check") == FIRE_STATUSES
-    assert allowed("limits_scope_check") == LIMIT_SCOPES
+    assert allowed("limits_scope_check") == LIMIT_SCOPES + KEY_LIMIT_SCOPES
     assert set(UNRUN_FIRES) <= set(FIRE_STATUSES)
 
 

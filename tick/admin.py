@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     import psycopg
 
 SHOW_COLUMNS = (
-    "id", "kind", "state", "queue", "priority", "attempts", "max_attempts", "timeout_secs",
-    "run_at",
+    "id", "kind", "state", "queue", "key", "priority", "attempts", "max_attempts",
+    "timeout_secs", "run_at",
     "locked_by", "locked_until", "result", "last_error", "dedupe_key", "created_at",
     "updated_at", "started_at", "finished_at", "progress", "continues", "checkpoint", "payload",
     "errors", "trace_context",

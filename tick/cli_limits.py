@@ -24,12 +24,16 @@ def limits_group() -> None:
 @click.option("--max-running", type=int, help="Most RUNNING jobs at once (0 pauses).")
 @click.option("--rate", type=int, help="Most claims per window (with --per).")
 @click.option("--per", "per_secs", type=int, help="The rate's window, in seconds.")
+@click.option("--per-key", is_flag=True,
+              help="With kind:NAME: each key's jobs of the kind get the limit separately.")
 def limits_set(target: str, max_running: int | None, rate: int | None,
-               per_secs: int | None) -> None:
-    """Set the limit of TARGET (kind:NAME or queue:NAME), replacing any earlier one."""
-    from tick.limits import Limit, check_limit, parse_target, set_limit
+               per_secs: int | None, per_key: bool) -> None:
+    """Set the limit of TARGET (kind:NAME, queue:NAME, key:NAME or key:*),
+    replacing any earlier one. key:* gives every key the limit separately."""
+    from tick.limits import Limit, check_limit, parse_limit_target, set_limit
 
-    scope, name = parse_target(target)  # a LimitError is a usage error (tick/cli.py)
+    # A LimitError is a usage error (tick/cli.py).
+    scope, name = parse_limit_target(target, per_key)
     limit = check_limit(Limit(scope, name, max_running, rate, per_secs))
     with operator_connection(load_settings()) as conn:
         set_limit(conn, limit)
@@ -47,16 +51,20 @@ def limits_list(as_json: bool) -> None:
     if as_json:
         echo_json(rows)
     else:
+        for row in rows:  # a per-key limit's busiest keys, as key=running
+            row["busiest"] = " ".join(f"{b['key']}={b['running']}"
+                                      for b in row["busiest"] or ()) or None
         click.echo(table(rows, LIST_COLUMNS))
 
 
 @limits_group.command("clear")
 @click.argument("target")
-def limits_clear(target: str) -> None:
-    """Remove the limit of TARGET (kind:NAME or queue:NAME)."""
-    from tick.limits import clear_limit, parse_target
+@click.option("--per-key", is_flag=True, help="With kind:NAME: its per-key limit.")
+def limits_clear(target: str, per_key: bool) -> None:
+    """Remove the limit of TARGET (kind:NAME, queue:NAME, key:NAME or key:*)."""
+    from tick.limits import clear_limit, parse_limit_target
 
-    scope, name = parse_target(target)
+    scope, name = parse_limit_target(target, per_key)
     with operator_connection(load_settings()) as conn:
         if not clear_limit(conn, scope, name):
             raise AwcError(f"no limit on {scope} {name!r}")

@@ -128,6 +128,7 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
                    "or run it once every parent is final.")
 @click.option("--traceparent", help="W3C traceparent of the trace the job joins.")
 @click.option("--tracestate", help="W3C tracestate to carry with --traceparent.")
+@click.option("--key", help="The tenant or unit whose jobs share the queue fairly with others'.")
 def enqueue_command(
     kind: str,
     payload: str,
@@ -142,6 +143,7 @@ def enqueue_command(
     on_parent_failure: str | None,
     traceparent: str | None,
     tracestate: str | None,
+    key: str | None,
 ) -> None:
     """Enqueue a job of KIND and print its id."""
     from tick.producer import check_job, enqueue
@@ -157,7 +159,7 @@ def enqueue_command(
         when = datetime.now(UTC) + timedelta(seconds=delay)
     # What the database would refuse is a usage error (an EnqueueError), before connecting.
     check_job(kind, body, max_attempts=max_attempts, run_at=when, priority=priority,
-              queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
+              queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs, key=key)
     # SPEC §21: a trace context that is not W3C is ignored, never refused:
     # the job is enqueued without it, and the operator is told so.
     if traceparent is not None and not valid_traceparent(traceparent):
@@ -178,6 +180,7 @@ def enqueue_command(
             priority=priority, queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs,
             after=list(after) if after else None, on_parent_failure=on_parent_failure,
             traceparent=traceparent, tracestate=tracestate,
+            key=key,
         )
     click.echo(job_id)
 

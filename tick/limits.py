@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import FieldError
-from tick.producer import INT4_MAX, NAME_LIMIT
+from tick.producer import INT4_MAX, KEY_LIMIT, NAME_LIMIT
 from tick.statements import sql
 from tick.text import text_refusal
-from tick.words import LIMIT_SCOPES
+from tick.words import KEY_LIMIT_SCOPES, LIMIT_SCOPES
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 COUNT_CAP = 100_000
 
 LIST_COLUMNS = ("scope", "name", "max_running", "rate", "per_secs", "paused", "running",
-                "window_claims", "held_back")
+                "window_claims", "held_back", "busiest")
+# Per-key limits (SPEC §23): `key` (one key, or "*": every key its own
+# limit) and `kind_key` (every key within one kind its own limit, set as
+# `kind:NAME --per-key`).
+KEY_SCOPES = KEY_LIMIT_SCOPES
+# How many of a per-key limit's busiest keys `list_limits` shows: never every key.
+BUSIEST = 20
 
 
 class LimitError(FieldError):
@@ -36,7 +42,7 @@ class LimitError(FieldError):
 class Limit:
     """One limit row."""
 
-    scope: str  # one of tick.words.LIMIT_SCOPES
+    scope: str  # one of tick.words.LIMIT_SCOPES or KEY_SCOPES
     name: str
     max_running: int | None = None
     rate: int | None = None
@@ -49,6 +55,32 @@ def parse_target(target: str) -> tuple[str, str]:
     if not colon or scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
     return scope, _check_name(name)
+
+
+def parse_limit_target(target: str, per_key: bool = False) -> tuple[str, str]:
+    """`kind:NAME`, `queue:NAME`, `key:NAME`, `key:*`, or with `per_key`
+    `kind:NAME` (each key within the kind), as (scope, name); or `LimitError`."""
+    scope, colon, name = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if colon and scope == "key":
+        if per_key:
+            raise LimitError("--per-key", "goes with kind:NAME, not key:NAME")
+        return "key", check_key_name(name)
+    scope, name = parse_target(target)
+    if per_key:
+        if scope != "kind":
+            raise LimitError("--per-key", "goes with kind:NAME")
+        return "kind_key", name
+    return scope, name
+
+
+def check_key_name(name: str) -> str:
+    """A key limit's name: a key as enqueue accepts it, or "*"."""
+    if not name:
+        raise LimitError("target", "names no key")
+    refusal = text_refusal(name, KEY_LIMIT)
+    if refusal is not None:
+        raise LimitError("target", refusal)
+    return name
 
 
 def _check_name(name: str) -> str:
@@ -70,9 +102,15 @@ def _count(value: Any, field: str, low: int) -> int | None:
 
 def check_limit(limit: Limit) -> Limit:
     """`limit` if awc would store it, else `LimitError` naming the field."""
-    if limit.scope not in LIMIT_SCOPES:
+    if limit.scope in KEY_SCOPES:
+        if limit.scope == "key":
+            check_key_name(limit.name)
+        else:
+            _check_name(limit.name)
+    elif limit.scope not in LIMIT_SCOPES:
         raise LimitError("target", "must be kind:NAME or queue:NAME")
-    _check_name(limit.name)
+    else:
+        _check_name(limit.name)
     _count(limit.max_running, "max_running", 0)
     _count(limit.rate, "rate", 1)
     _count(limit.per_secs, "per_secs", 1)
@@ -99,7 +137,7 @@ def clear_limit(conn: psycopg.Connection[Any], scope: str, name: str) -> bool:
 def list_limits(conn: psycopg.Connection[Any], cap: int = COUNT_CAP) -> list[dict[str, Any]]:
     """Every limit with its use now: `running`, `window_claims`, `held_back`,
     the counts stopping at `cap` (`running` at the limit, if that is more)."""
-    rows = conn.execute(sql("list_limits"), {"cap": cap}).fetchall()
+    rows = conn.execute(sql("list_limits"), {"cap": cap, "busiest": BUSIEST}).fetchall()
     return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]
 
 

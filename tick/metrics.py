@@ -131,8 +131,14 @@ class Metrics:
             "awc_limit_held_back_jobs",
             "Ready jobs a saturated global limit holds back (sampled, capped).",
             ["scope", "name"], registry=r))
+        # SPEC §23: a per-key limit's busiest keys (tick.limits.BUSIEST), never every key.
+        self.key_running = CappedGauge(Gauge(
+            "awc_limit_key_running_jobs",
+            "RUNNING jobs of a per-key limit's busiest keys (sampled, at most 20 a limit).",
+            ["scope", "name", "key"], registry=r))
         self._sampled: set[str] = set()
         self._limits: set[tuple[str, str]] = set()
+        self._keys: set[tuple[str, str, str]] = set()
 
     # The engine's Observer -----------------------------------------------------
 
@@ -187,13 +193,20 @@ class Metrics:
         from tick.limits import list_limits
 
         limits = set()
+        keys = set()
         for row in list_limits(conn):
             key = (row["scope"], row["name"])
             limits.add(key)
             self.held_back.set(key, int(row["held_back"]))
+            for busy in row["busiest"] or ():
+                keys.add((*key, str(busy["key"])))
+                self.key_running.set((*key, str(busy["key"])), int(busy["running"]))
         for key in self._limits - limits:
             self.held_back.set(key, 0)
+        for gone in self._keys - keys:  # no longer among the busiest: reads 0
+            self.key_running.set(gone, 0)
         self._limits = limits
+        self._keys = keys
 
     def exposition(self) -> bytes:
         """Every instrument in the Prometheus text format."""

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 ENQUEUE_FIELDS = frozenset(
     {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
      "timeout_secs", "after", "on_parent_failure",  # after, on_parent_failure: SPEC §20
-     "traceparent", "tracestate"}  # SPEC §21
+     "traceparent", "tracestate",  # SPEC §21
+     "key"}  # SPEC §23
 )
 
 
@@ -36,6 +37,7 @@ COPY_CHUNK = 1000
 # holds them with room to spare; PostgreSQL's own bounds for the numbers.
 NAME_LIMIT = 200  # kind and queue, characters
 DEDUPE_KEY_LIMIT = 1000  # characters
+KEY_LIMIT = 200  # a fair-share key (SPEC §23), characters
 INT4_MAX = 2**31 - 1
 
 
@@ -80,9 +82,9 @@ def _payload_json(payload: Mapping[str, Any] | None) -> str:
 
 def _check_job(
     kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any,
-    timeout_secs: Any = None,
+    timeout_secs: Any = None, key: Any = None,
 ) -> None:
-    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3, §26)."""
+    """Refuse, by field, what PostgreSQL would refuse (SPEC §4.3, §23, §26)."""
     if _check_text(kind, "kind", NAME_LIMIT) == "":
         raise EnqueueError("kind", "must not be empty")
     _check_text(queue, "queue", NAME_LIMIT)
@@ -96,6 +98,11 @@ def _check_job(
         refusal = timeout_refusal(timeout_secs)
         if refusal is not None:
             raise EnqueueError("timeout_secs", refusal)
+    if key is not None:
+        if _check_text(key, "key", KEY_LIMIT) == "":
+            raise EnqueueError("key", "must not be empty")
+        if key == "*":  # names every key in a limit's scope (SPEC §23)
+            raise EnqueueError("key", "must not be '*'")
 
 
 def check_job(
@@ -108,10 +115,11 @@ def check_job(
     queue: str = "default",
     dedupe_key: str | None = None,
     timeout_secs: float | None = None,
+    key: str | None = None,
 ) -> str:
     """Check a job as `enqueue` would, sending nothing; its payload as JSON
     text. `EnqueueError` names the field PostgreSQL would refuse."""
-    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key, timeout_secs)
+    _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key, timeout_secs, key)
     return _payload_json(payload)
 
 
@@ -130,6 +138,7 @@ def enqueue(
     on_parent_failure: str | None = None,
     traceparent: str | None = None,
     tracestate: str | None = None,
+    key: str | None = None,
 ) -> int:
     """Enqueue one job and return its id (SPEC §4.3).
 
@@ -139,10 +148,11 @@ def enqueue(
     may take, overriding its handler's in either direction (SPEC §26). With
     `after`, the job waits for those jobs to be final, and
     `on_parent_failure` ("cancel" or "run") says what a parent's failure
-    does to it (SPEC §20). The job
-    carries the current span's trace context, or `traceparent`/`tracestate`
-    when given (SPEC §21): a traceparent that is not W3C is not stored, and
-    never an error.
+    does to it (SPEC §20). `key` (1 to 200 characters) is the tenant or
+    unit whose jobs share the queue fairly with other keys' (SPEC §23). The
+    job carries the current span's trace context, or `traceparent`/
+    `tracestate` when given (SPEC §21): a traceparent that is not W3C is not
+    stored, and never an error.
     """
     if after is not None or on_parent_failure is not None:
         from tick.parents import enqueue_graph
@@ -150,20 +160,20 @@ def enqueue(
         job: dict[str, Any] = {
             "kind": kind, "payload": payload, "max_attempts": max_attempts, "run_at": run_at,
             "priority": priority, "queue": queue, "dedupe_key": dedupe_key, "after": after,
-            "timeout_secs": timeout_secs}
+            "timeout_secs": timeout_secs, "key": key}
         if traceparent is not None or tracestate is not None:
             job.update(traceparent=traceparent, tracestate=tracestate)
         if on_parent_failure is not None:
             job["on_parent_failure"] = on_parent_failure
         check_job(kind, payload, max_attempts=max_attempts, run_at=run_at, priority=priority,
-                  queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs)
+                  queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs, key=key)
         return enqueue_graph(conn, [job], lambda plain: enqueue_many(conn, plain),
                              single=True)[0]
     params = {
         "kind": kind,
         "payload": check_job(kind, payload, max_attempts=max_attempts, run_at=run_at,
                              priority=priority, queue=queue, dedupe_key=dedupe_key,
-                             timeout_secs=timeout_secs),
+                             timeout_secs=timeout_secs, key=key),
         "max_attempts": max_attempts,
         "run_at": run_at,
         "priority": priority,
@@ -171,6 +181,7 @@ def enqueue(
         "dedupe_key": dedupe_key,
         "timeout_secs": timeout_secs,
         "trace_context": _trace_text(traceparent, tracestate),
+        "key": key,
     }
     # The live holder of a dedupe key may commit after this statement's
     # snapshot was taken: the insert then conflicts yet the lookup sees
@@ -230,7 +241,7 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> None:
             raise TypeError("enqueue_many: every job needs a 'kind'")
         fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),
                   job.get("priority", 0), job.get("queue", "default"), job.get("dedupe_key"),
-                  job.get("timeout_secs"))
+                  job.get("timeout_secs"), job.get("key"))
         key: tuple[Any, ...] | None = (*fields, *map(type, fields))
         try:
             if key in passed:
@@ -264,7 +275,7 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
     """INSERT the jobs in one statement, dedupe keys and all."""
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
-        "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [],
+        "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [], "keys": [],
         "trace_contexts": traces if traces is not None else [None] * len(batch),
     }
     for job in batch:
@@ -276,6 +287,7 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
         columns["queues"].append(job.get("queue", "default"))
         columns["dedupe_keys"].append(job.get("dedupe_key"))
         columns["timeouts"].append(job.get("timeout_secs"))
+        columns["keys"].append(job.get("key"))
     rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
 
@@ -294,7 +306,7 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
     assert row is not None
     ids: list[int] = row[0]
     later_rows = []
-    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs" + (
+    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs, key" + (
         "" if traces is None else ", trace_context")
     with conn.cursor() as cur:
         # The writer sends from its own thread: the server ingests one chunk
@@ -309,18 +321,20 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
                 max_attempts = int(job.get("max_attempts", 5))
                 priority = int(job.get("priority", 0))
                 queue, run_at = job.get("queue", "default"), job.get("run_at")
-                timeout = job.get("timeout_secs")
+                timeout, key = job.get("timeout_secs"), job.get("key")
                 if run_at is not None:
                     later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
-                                       timeout, trace, run_at))
+                                       timeout, key, trace, run_at))
                     continue
                 # COPY's text format, built directly: one line per job (\N: null;
                 # repr() of a checked finite float is a number COPY reads back).
                 limit = "\\N" if timeout is None else repr(float(timeout))
+                fair = "\\N" if key is None else _copy_text(key)
                 tail = "" if traces is None else (
                     "\t\\N" if trace is None else f"\t{_copy_text(trace)}")
                 lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
-                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}{tail}\n")
+                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}\t"
+                             f"{fair}{tail}\n")
                 if len(lines) == COPY_CHUNK:
                     copy.write("".join(lines))
                     lines = []
@@ -328,7 +342,7 @@ def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
                 copy.write("".join(lines))
         if later_rows:
             with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                          "timeout_secs, trace_context, run_at) FROM STDIN") as copy:
+                          "timeout_secs, key, trace_context, run_at) FROM STDIN") as copy:
                 for values in later_rows:
                     copy.write_row(values)
     return ids

@@ -9,6 +9,7 @@ travels with the next claim in one pipelined round trip. The producer side
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 # A claim with no cursor walks the ready index from its start (SPEC §24):
 # -priority is a smallint negated, so every key is after -2^31.
 NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
-                             "xmax": None, "xip": []}
+                             "xmax": None, "xip": [], "key_after": None}
 
 
 class ClaimedRow(NamedTuple):
@@ -152,6 +153,7 @@ def round_trip(
     extend_cur = None
     checkpoint_cur = None
     limited_cur = None
+    keyed_cur = None
     claim_cur = None
     timeouts_cur = None
     tail_cur = None
@@ -207,9 +209,12 @@ def round_trip(
                 "queues": claim.queues,
             }
             # Global limits (SPEC §18, decision 0012): lock, then claim the
-            # limited jobs with a newer snapshot, then the rest.
+            # limited jobs with a newer snapshot, then the rest: fairly across
+            # keys when a keyed job is ready (SPEC §23, decision 0034), else
+            # by the plain walk.
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
+            keyed_cur = conn.execute(sql("claim_keyed_jobs"), params)
             claim_cur = conn.execute(sql(name), params)
             if claim.read_timeouts:
                 timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": claim.slots})
@@ -228,12 +233,22 @@ def round_trip(
             held_back = bool(row[-1])
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
+    key_mark = None
+    for row in keyed_cur.fetchall() if keyed_cur is not None else ():
+        if row[0] is None:  # the key cursor, and whether a per-key limit held jobs back
+            key_mark = row[-2]
+            held_back = held_back or bool(row[-1])
+        else:
+            claimed.append(ClaimedRow._make(row[:-2]))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:
             mark = row[-1]
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
+    if key_mark is not None and mark is not None:
+        # The fair claim's key cursor travels in the walk's mark (cursor.py).
+        mark = f'{mark[:-1]},"key":{json.dumps(key_mark)}}}'
     timeouts = dict(timeouts_cur.fetchall()) if timeouts_cur is not None else {}
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,

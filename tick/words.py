@@ -82,3 +82,7 @@ OVERLAP_POLICIES: tuple[OverlapPolicy, ...] = get_args(OverlapPolicy)
 # What a limit applies to (SPEC §18): every job of a kind, or of a queue.
 LimitScope = Literal["kind", "queue"]
 LIMIT_SCOPES: tuple[LimitScope, ...] = get_args(LimitScope)
+# Per-key limits (SPEC §23): one key or every key ("key"), or every key
+# within one kind ("kind_key", set as `kind:NAME --per-key`).
+KeyLimitScope = Literal["key", "kind_key"]
+KEY_LIMIT_SCOPES: tuple[KeyLimitScope, ...] = get_args(KeyLimitScope)

@@ -46,6 +46,9 @@ class Cursor:
     xip: list[str] = field(default_factory=list)
     rewind: Key | None = None  # the first key passed over with jobs due later
     rewind_at: float = 0.0  # monotonic instant the first of those is due
+    # The fair claim's key cursor (SPEC §23, decision 0034): the last key it
+    # served; the next claim starts with the key after it ('' : from the start).
+    key_after: str = ""
 
     def params(self, now: float) -> dict[str, Any]:
         """The next claim's cursor parameters; a rewind that is due moves
@@ -54,7 +57,7 @@ class Cursor:
             self.after = min(self.after, self.rewind, key=_order)
             self.rewind = None
         return {"after_p": self.after[0], "after_r": self.after[1], "after_i": self.after[2],
-                "xmax": self.xmax, "xip": self.xip}
+                "xmax": self.xmax, "xip": self.xip, "key_after": self.key_after}
 
     def moved(self, mark: str | None, now: float) -> None:
         """A claim committed and returned `mark` (JSON text)."""
@@ -64,6 +67,8 @@ class Cursor:
         self.after = _key(got["after"])
         self.xmax = got["xmax"]
         self.xip = list(got["xip"] or [])
+        if got.get("key") is not None:
+            self.key_after = str(got["key"])
         if got.get("rewind") is not None:
             back = _key(got["rewind"])
             at = now + float(got["rewind_in"])

@@ -20,11 +20,21 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
            (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
                AS claimed,
            (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
-               AS walk
+               AS walk,
+           -- SPEC §23: the fair claim before this one claimed (-1: it did not)
+           (SELECT coalesce(nullif(current_setting('awc.keyed_claimed', true), ''), '-1'))::int
+               AS keyed,
+           -- SPEC §23: a keyed job under a per-key limit is the fair claim's
+           -- alone (one made ready since its snapshot waits for the next claim)
+           (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
+               AS keyed_limits
 ), plan AS MATERIALIZED (
-    SELECT (SELECT cardinality(kinds) + cardinality(queues) = 0 OR walk FROM limited) AS go,
-           (SELECT claimed FROM limited) AS claimed,
-           cardinality(%(slots)s::text[]) - (SELECT claimed FROM limited) AS want,
+    SELECT (SELECT (cardinality(kinds) + cardinality(queues) = 0 OR walk) AND keyed < 0
+            FROM limited) AS go,
+           (SELECT keyed_limits FROM limited) AS keyed_limits,
+           (SELECT claimed + greatest(keyed, 0) FROM limited) AS claimed,
+           cardinality(%(slots)s::text[]) - (SELECT claimed + greatest(keyed, 0) FROM limited)
+               AS want,
            pg_current_snapshot() AS snap
 ), spans AS MATERIALIZED (
     -- The transactions begun since the last snapshot that this one sees ended:
@@ -65,6 +75,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     FROM ONLY awc.jobs AS j
     WHERE j.id = ANY (ARRAY(SELECT id FROM late WHERE due))
       AND j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now() AND (SELECT go FROM plan)
+      AND (j.key IS NULL OR NOT (SELECT keyed_limits FROM plan))
     ORDER BY j.id
     LIMIT (SELECT want FROM plan)
     FOR UPDATE OF j SKIP LOCKED
@@ -79,6 +90,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
       AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
       -- A limit that may bind: step 2 claimed, in priority order, by lane.
       AND (SELECT go FROM plan)
+      AND (j.key IS NULL OR NOT (SELECT keyed_limits FROM plan))
     ORDER BY -j.priority::int, j.run_at, j.id
     LIMIT (SELECT want FROM plan) - (SELECT count(*) FROM taken_late)
     FOR UPDATE OF j SKIP LOCKED

@@ -26,7 +26,7 @@
 -- when no limit can bind in this claim (the gate below).
 WITH RECURSIVE stamp AS MATERIALIZED (
     SELECT clock_timestamp() AS at, s.held_kinds, s.held_queues, s.limited_kinds,
-           s.limited_queues,
+           s.limited_queues, s.keyed_limits, s.held_keys,
            cardinality(s.limited_kinds) + cardinality(s.limited_queues) > 0 AS limited
     FROM (SELECT
         (SELECT coalesce(nullif(current_setting('awc.held_kinds', true), ''), '{}'))::text[]
@@ -36,7 +36,12 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
             AS limited_kinds,
         (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
-            AS limited_queues) AS s
+            AS limited_queues,
+        -- SPEC §23: whether any per-key limit exists, and those step 1 holds
+        (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
+            AS keyed_limits,
+        (SELECT coalesce(nullif(current_setting('awc.held_key_limits', true), ''), '{}'))::text[]
+            AS held_keys) AS s
 ), relevant AS MATERIALIZED (
     -- The limits this claim's filters reach whose kind or queue has PENDING
     -- jobs: one probe of its index each.
@@ -111,37 +116,76 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     WHERE (m.kind <> ALL (s.limited_kinds) OR k.name IS NOT NULL)
       AND (m.queue <> ALL (s.limited_queues) OR q.name IS NOT NULL)
 ), seen AS MATERIALIZED (  -- each open lane's first ready jobs, unlocked
-    SELECT c.id, c.kind, c.queue, c.priority, c.run_at
+    SELECT c.id, c.kind, c.queue, c.priority, c.run_at, c.key
     FROM open AS o, LATERAL (
-        SELECT j.id, j.kind, j.queue, j.priority, j.run_at
+        SELECT j.id, j.kind, j.queue, j.priority, j.run_at, j.key
         FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
           AND j.priority = o.priority AND j.run_at <= now()
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
         LIMIT o.cap) AS c
     WHERE o.cap > 0
-), chosen AS MATERIALIZED (
+), bound AS MATERIALIZED (
+    -- Per-key limits (SPEC §23, as in claim_keyed_jobs.sql): each keyed
+    -- candidate under a `key` or `kind_key` limit, ranked in claim order
+    -- among that limit's candidates of the same key.
+    SELECT w.id, l.scope, l.name, w.key, l.max_running, l.rate, l.per_secs,
+           row_number() OVER (PARTITION BY l.scope, l.name, w.key
+                              ORDER BY w.priority DESC, w.run_at, w.id) AS rank
+    FROM seen AS w
+    JOIN awc.limits AS l
+      ON (l.scope = 'key' AND l.name = w.key) OR (l.scope = 'kind_key' AND l.name = w.kind)
+         -- key:* for the keys that have no limit of their own (key:NAME replaces it)
+         OR (l.scope = 'key' AND l.name = '*'
+             AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                             WHERE own.scope = 'key' AND own.name = w.key))
+    WHERE w.key IS NOT NULL AND (SELECT keyed_limits FROM stamp)
+), key_room AS MATERIALIZED (  -- 0 unless step 1 holds the limit's row
+    SELECT b.scope, b.name, b.key, b.rate, b.per_secs,
+           CASE WHEN b.scope || ':' || b.name <> ALL (s.held_keys) THEN 0
+                ELSE least(coalesce(b.max_running - (
+                    SELECT count(*) FROM (
+                        SELECT 1 FROM ONLY awc.jobs AS r
+                        WHERE r.state = 'RUNNING' AND r.key = b.key
+                          AND (b.scope = 'key' OR r.kind = b.name)
+                          AND r.locked_until > s.at
+                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647),
+                    coalesce(b.rate - (
+                        SELECT count(*) FROM awc.limit_claims AS c
+                        WHERE c.scope = b.scope AND c.name = b.name AND c.key = b.key
+                          AND c.at > s.at - make_interval(secs => b.per_secs)), 2147483647))
+           END AS room
+    FROM (SELECT DISTINCT scope, name, key, max_running, rate, per_secs FROM bound) AS b,
+         stamp AS s
+), picked AS MATERIALIZED (
     -- The first of them in claim order, across every lane, that fit their
-    -- limits' rooms, as many as there are slots: how many from each lane.
-    SELECT r.kind, r.queue, r.priority, count(*) AS n
+    -- limits' rooms, as many as there are slots.
+    SELECT d.id, d.kind, d.queue, d.priority
     FROM (
-        SELECT d.kind, d.queue, d.priority
-        FROM (
-            SELECT w.*,
-                   row_number() OVER (PARTITION BY w.kind
-                                      ORDER BY w.priority DESC, w.run_at, w.id) AS kind_n,
-                   row_number() OVER (PARTITION BY w.queue
-                                      ORDER BY w.priority DESC, w.run_at, w.id) AS queue_n
-            FROM seen AS w
-        ) AS d
-        LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = d.kind
-        LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = d.queue
-        WHERE (k.name IS NULL OR d.kind_n <= k.room) AND (q.name IS NULL OR d.queue_n <= q.room)
-        ORDER BY d.priority DESC, d.run_at, d.id
-        LIMIT cardinality(%(slots)s::text[])
-    ) AS r
-    GROUP BY r.kind, r.queue, r.priority
+        SELECT w.*,
+               row_number() OVER (PARTITION BY w.kind
+                                  ORDER BY w.priority DESC, w.run_at, w.id) AS kind_n,
+               row_number() OVER (PARTITION BY w.queue
+                                  ORDER BY w.priority DESC, w.run_at, w.id) AS queue_n
+        FROM seen AS w
+    ) AS d
+    LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = d.kind
+    LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = d.queue
+    WHERE (k.name IS NULL OR d.kind_n <= k.room) AND (q.name IS NULL OR d.queue_n <= q.room)
+      AND NOT EXISTS (SELECT 1 FROM bound AS b
+                      JOIN key_room AS r
+                        ON r.scope = b.scope AND r.name = b.name AND r.key = b.key
+                      WHERE b.id = d.id AND b.rank > r.room)
+    ORDER BY d.priority DESC, d.run_at, d.id
+    LIMIT cardinality(%(slots)s::text[])
+), chosen AS MATERIALIZED (  -- how many from each lane
+    SELECT p.kind, p.queue, p.priority, count(*) AS n
+    FROM picked AS p
+    GROUP BY p.kind, p.queue, p.priority
 ), locked AS MATERIALIZED (
+    -- Each lane locks as many as were chosen from it; with per-key limits,
+    -- the chosen jobs themselves, since the next of a lane may be another
+    -- key's, whose room was not counted for it.
     SELECT p.id, p.priority, p.run_at
     FROM chosen AS c, LATERAL (
         SELECT j.id, j.priority, j.run_at
@@ -152,6 +196,14 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         LIMIT c.n
         FOR UPDATE OF j SKIP LOCKED
     ) AS p
+    WHERE NOT (SELECT keyed_limits FROM stamp)
+    UNION ALL
+    SELECT i.id, i.priority, i.run_at FROM (
+        SELECT j.id, j.priority, j.run_at
+        FROM ONLY awc.jobs AS j
+        WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND (SELECT keyed_limits FROM stamp)
+          AND j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
+        FOR UPDATE OF j SKIP LOCKED) AS i
 ), allowed AS (
     SELECT l.id, row_number() OVER (ORDER BY l.priority DESC, l.run_at, l.id) AS n
     FROM locked AS l
@@ -185,6 +237,17 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     FROM claimed AS c
     JOIN room AS h ON h.rate IS NOT NULL
         AND h.name = CASE h.scope WHEN 'kind' THEN c.kind ELSE c.queue END
+), logged_keys AS (  -- a per-key rate's claims (SPEC §23), one row per job and key
+    INSERT INTO awc.limit_claims (scope, name, key, at)
+    SELECT b.scope, b.name, b.key, (SELECT at FROM stamp)
+    FROM bound AS b
+    JOIN claimed AS c ON c.id = b.id
+    WHERE b.rate IS NOT NULL
+), forgot_keys AS (
+    DELETE FROM awc.limit_claims AS c
+    USING key_room AS r
+    WHERE r.rate IS NOT NULL AND c.scope = r.scope AND c.name = r.name AND c.key = r.key
+      AND c.at <= (SELECT at FROM stamp) - make_interval(secs => r.per_secs)
 ), forgot AS (
     DELETE FROM awc.limit_claims AS c
     USING room AS h

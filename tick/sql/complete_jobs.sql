@@ -28,7 +28,7 @@ WITH part AS MATERIALIZED (
                d.last_error, d.dedupe_key, d.created_at, now(), d.started_at, now(),
                d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid,
                d.timeout_secs, d.waiting, d.has_children, d.on_parent_failure,
-               d.trace_context)::awc.jobs AS r
+               d.trace_context, d.key)::awc.jobs AS r
     FROM done AS d
 ), part_0 AS (
     INSERT INTO awc.jobs_done_0 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 0

@@ -3,14 +3,15 @@
 -- by a live job (or by an earlier row of the batch) inserts nothing. Each
 -- row's trace context is its W3C text map (SPEC §21), or null.
 INSERT INTO awc.jobs (kind, payload, max_attempts, run_at, priority, queue, dedupe_key,
-                      timeout_secs, trace_context)
+                      timeout_secs, trace_context, key)
 SELECT kind, payload, max_attempts, coalesce(run_at, now()), priority, queue, dedupe_key,
-       timeout_secs, trace_context
+       timeout_secs, trace_context, key
 FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(max_attempts)s::int[],
             %(run_ats)s::timestamptz[], %(priorities)s::smallint[], %(queues)s::text[],
-            %(dedupe_keys)s::text[], %(timeouts)s::float8[], %(trace_contexts)s::jsonb[])
+            %(dedupe_keys)s::text[], %(timeouts)s::float8[], %(trace_contexts)s::jsonb[],
+            %(keys)s::text[])
     WITH ORDINALITY AS t(kind, payload, max_attempts, run_at, priority, queue, dedupe_key,
-                         timeout_secs, trace_context, ord)
+                         timeout_secs, trace_context, key, ord)
 ORDER BY ord
 ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING')
 DO NOTHING

@@ -8,9 +8,17 @@
 -- lanes, a queue's ready jobs), never every limit's jobs under one filter;
 -- each in its index's order, so that LIMIT stops the index walk (without it
 -- PostgreSQL 18 chose a sequential scan where a kind's backlog was common).
+--
+-- A per-key limit (SPEC §23: scope `key`, one key or '*'; `kind_key`, each
+-- key of a kind) counts the RUNNING jobs of every key it limits, and lists
+-- its %(busiest)s busiest keys with theirs (jobs_running_key_idx: RUNNING
+-- jobs only, never a key's backlog); it is saturated when its busiest key
+-- is. Only `key:NAME` counts what it holds back (that key's ready jobs).
+-- `key:*` covers the keys without a `key:NAME` of their own (which replaces it).
 SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
        w.window_claims,
-       CASE WHEN NOT ((l.max_running IS NOT NULL AND u.running >= l.max_running)
+       CASE WHEN NOT ((l.max_running IS NOT NULL
+                       AND coalesce(k.top, u.running) >= l.max_running)
                       OR (l.rate IS NOT NULL AND w.window_claims >= l.rate))
             THEN 0
             WHEN l.scope = 'kind'
@@ -19,19 +27,49 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = l.name AND j.run_at <= now()
                       ORDER BY j.queue, j.priority, j.run_at, j.id  -- jobs_ready_lane_idx's
                       LIMIT %(cap)s) AS ready)
-            ELSE (SELECT count(*) FROM (
+            WHEN l.scope = 'queue'
+            THEN (SELECT count(*) FROM (
                       SELECT 1 FROM ONLY awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.queue = l.name AND j.run_at <= now()
                       ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
-            END AS held_back
+            WHEN l.scope = 'key' AND l.name <> '*'
+            THEN (SELECT count(*) FROM (
+                      SELECT 1 FROM ONLY awc.jobs AS j
+                      WHERE j.state = 'PENDING' AND j.waiting = 0 AND coalesce(j.key, '') = l.name
+                        AND j.run_at <= now()
+                      LIMIT %(cap)s) AS ready)
+            ELSE 0
+            END AS held_back,
+       k.busiest
 FROM awc.limits AS l,
 LATERAL (SELECT count(*) AS running FROM (
              SELECT 1 FROM ONLY awc.jobs AS r
              WHERE r.locked_until > now() AND r.state = 'RUNNING'
-               AND CASE l.scope WHEN 'kind' THEN r.kind ELSE r.queue END = l.name
+               AND CASE l.scope WHEN 'kind' THEN r.kind = l.name
+                                WHEN 'queue' THEN r.queue = l.name
+                                WHEN 'key' THEN r.key IS NOT NULL
+                                                AND (r.key = l.name OR l.name = '*'
+                                                     AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                                                                     WHERE own.scope = 'key'
+                                                                       AND own.name = r.key))
+                                ELSE r.key IS NOT NULL AND r.kind = l.name END
              LIMIT greatest(%(cap)s, l.max_running)) AS counted) AS u,
 LATERAL (SELECT count(*) AS window_claims FROM awc.limit_claims AS c
          WHERE l.rate IS NOT NULL AND c.scope = l.scope AND c.name = l.name
-           AND c.at > clock_timestamp() - make_interval(secs => l.per_secs)) AS w
+           AND c.at > clock_timestamp() - make_interval(secs => l.per_secs)) AS w,
+LATERAL (SELECT max(b.n) AS top,
+                json_agg(json_build_object('key', b.key, 'running', b.n)
+                         ORDER BY b.n DESC, b.key) AS busiest
+         FROM (SELECT r.key, count(*) AS n
+               FROM ONLY awc.jobs AS r
+               WHERE l.scope IN ('key', 'kind_key')
+                 AND r.state = 'RUNNING' AND r.key IS NOT NULL AND r.locked_until > now()
+                 AND (l.scope = 'kind_key' OR r.key = l.name
+                      OR l.name = '*' AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                                                      WHERE own.scope = 'key' AND own.name = r.key))
+                 AND (l.scope = 'key' OR r.kind = l.name)
+               GROUP BY r.key
+               ORDER BY n DESC, r.key
+               LIMIT %(busiest)s) AS b) AS k
 ORDER BY l.scope, l.name

@@ -1,0 +1,59 @@
+"""SPEC §23 on the console (SPEC §19): the Limits page shows a per-key
+limit's busiest keys, bounded, and offers no Pause for a key scope."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import migrated_database, signed_in
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def db_url(server_url: str, template_db: str) -> Iterator[str]:
+    """One database for the module, so its tests share one console."""
+    with migrated_database(server_url, template_db) as url:
+        yield url
+
+
+def test_the_consoles_limits_page_shows_the_busiest_keys_and_no_pause_for_keys(
+    conn: psycopg.Connection[Any], console: str,
+) -> None:
+    conn.execute("INSERT INTO awc.limits (scope, name, max_running) VALUES ('key', '*', 5)")
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "SELECT 'noop', 'k' || (g % 30), 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 minute' FROM generate_series(0, 59) AS g")
+    page = signed_in(console).get("/limits").text
+    assert page.count("&nbsp;2") == 20  # the 20 busiest of 30 keys, 2 running each
+    assert "k0&nbsp;2" in page
+    assert 'value="key:*"' not in page  # no Pause or Resume for a key scope
+
+
+def test_the_metrics_show_the_busiest_keys_of_a_per_key_limit(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """`awc_limit_key_running_jobs{scope,name,key}`: at most 20 keys a
+    limit; a key no longer among them reads 0."""
+    from tick.limits import Limit, set_limit
+    from tick.metrics import Metrics
+
+    conn.execute("TRUNCATE awc.jobs, awc.limits, awc.limit_claims CASCADE")  # the module's db
+    set_limit(conn, Limit("key", "*", max_running=9))
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "SELECT 'noop', 'k' || (g % 25), 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 minute' FROM generate_series(0, 29) AS g")
+    metrics = Metrics()
+    metrics.sample_queue(conn)
+    text = metrics.exposition().decode()
+    assert text.count("awc_limit_key_running_jobs{") == 20
+    assert 'awc_limit_key_running_jobs{key="k0",name="*",scope="key"} 2.0' in text
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', locked_until = NULL, claim_token = NULL "
+                 "WHERE key = 'k0'")
+    metrics.sample_queue(conn)
+    assert 'awc_limit_key_running_jobs{key="k0",name="*",scope="key"} 0.0' \
+        in metrics.exposition().decode()

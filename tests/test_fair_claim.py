@@ -1,0 +1,136 @@
+"""SPEC §23 (docs/decisions/0034): a claim takes ready jobs of one priority
+round-robin across keys, so a key with a deep backlog does not delay another
+key's jobs by more than one claim; priority still wins; jobs without a key
+are one key; with no keyed job ready the claim is the plain walk.
+
+Each test drives the real claim round trip (`tick.queue.round_trip` with the
+claimer's `Cursor`, as the engine does) against PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from tick.engine.cursor import Cursor
+from tick.queue import ClaimRequest, Writes, round_trip
+
+
+def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
+          kinds: list[str] | None = None) -> list[int]:
+    """One claim of up to `n` jobs from `cursor`, moved on as the engine does."""
+    request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0, cap_secs=60.0,
+                           leases_json="{}", kinds=kinds, queues=None,
+                           cursor=cursor.params(time.monotonic()))
+    done = round_trip(conn, Writes(), request)
+    cursor.moved(done.mark, time.monotonic())
+    return [row.id for row in done.claimed]
+
+
+def enqueue(conn: psycopg.Connection[Any], n: int, key: str | None, **columns: Any) -> list[int]:
+    names = ", ".join(["kind", "key", *columns])
+    values = ", ".join(["'noop'", "%(key)s", *[f"%({c})s" for c in columns]])
+    return [row[0] for row in conn.execute(
+        f"INSERT INTO awc.jobs ({names}) SELECT {values} FROM generate_series(1, %(n)s) "
+        "ORDER BY 1 RETURNING id", {"n": n, "key": key, **columns}).fetchall()]
+
+
+def keys_of(conn: psycopg.Connection[Any], ids: list[int]) -> list[str | None]:
+    found = dict(conn.execute("SELECT id, key FROM awc.jobs WHERE id = ANY (%s)",
+                              (ids,)).fetchall())
+    return [found[i] for i in ids]
+
+
+def test_a_small_key_runs_in_the_first_claim_behind_a_big_keys_backlog(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Key A's 2,000 ready jobs were enqueued first; all ten of key B's are
+    claimed in the first claim, half of its slots going to each key."""
+    enqueue(conn, 2000, "A")
+    b = enqueue(conn, 10, "B")
+    got = claim(conn, Cursor(), 20)
+    assert len(got) == 20
+    assert set(b) <= set(got)
+    assert keys_of(conn, got).count("A") == 10
+
+
+def test_three_keys_interleave_within_one_claim(conn: psycopg.Connection[Any]) -> None:
+    a = enqueue(conn, 5, "a")
+    b = enqueue(conn, 5, "b")
+    c = enqueue(conn, 5, "c")
+    got = claim(conn, Cursor(), 9)
+    # Each key's first three, and no key a second job while another had none.
+    assert sorted(got) == sorted(a[:3] + b[:3] + c[:3])
+
+
+def test_jobs_without_a_key_are_one_key(conn: psycopg.Connection[Any]) -> None:
+    plain = enqueue(conn, 50, None)
+    keyed = enqueue(conn, 50, "tenant-1")
+    got = claim(conn, Cursor(), 10)
+    assert sorted(got) == sorted(plain[:5] + keyed[:5])
+
+
+def test_priority_still_wins_over_fairness(conn: psycopg.Connection[Any]) -> None:
+    low = enqueue(conn, 5, "small", priority=0)
+    high = enqueue(conn, 20, "big", priority=5)
+    got = claim(conn, Cursor(), 10)
+    assert sorted(got) == high[:10]
+    got = claim(conn, Cursor(), 20)
+    assert sorted(got) == sorted(high[10:] + low)
+
+
+def test_more_keys_than_slots_take_turns_across_claims(conn: psycopg.Connection[Any]) -> None:
+    """The key cursor rotates: keys late in sort order are served in the
+    next claims, not starved by the early ones' backlogs."""
+    for n in range(12):
+        enqueue(conn, 3, f"k{n:02d}")
+    cursor = Cursor()
+    served: list[str | None] = []
+    for _ in range(3):
+        got = claim(conn, cursor, 4)
+        keys = keys_of(conn, got)
+        assert len(set(keys)) == 4  # one job per key while other keys wait
+        served += keys
+    assert sorted(served) == [f"k{n:02d}" for n in range(12)]
+
+
+def test_a_key_whose_jobs_are_due_later_does_not_stop_the_claim(
+    conn: psycopg.Connection[Any],
+) -> None:
+    enqueue(conn, 5, "later", run_at="infinity")
+    now = enqueue(conn, 3, "now")
+    plain = enqueue(conn, 3, None)
+    assert sorted(claim(conn, Cursor(), 10)) == sorted(now + plain)
+
+
+def test_the_kind_filter_holds_in_the_fair_claim(conn: psycopg.Connection[Any]) -> None:
+    enqueue(conn, 5, "a")
+    other = [row[0] for row in conn.execute(
+        "INSERT INTO awc.jobs (kind, key) SELECT 'other', 'b' FROM generate_series(1, 5) "
+        "RETURNING id").fetchall()]
+    assert sorted(claim(conn, Cursor(), 10, kinds=["other"])) == sorted(other)
+
+
+def test_concurrent_claimers_take_disjoint_jobs(db_url: str,
+                                                conn: psycopg.Connection[Any]) -> None:
+    for key in ("a", "b", "c"):
+        enqueue(conn, 40, key)
+    with psycopg.connect(db_url, autocommit=True) as other:
+        mine, theirs = Cursor(), Cursor()
+        got: list[int] = []
+        for _ in range(20):
+            got += claim(conn, mine, 5) + claim(other, theirs, 5)
+    assert len(got) == len(set(got)) == 120
+
+
+def test_with_no_keyed_job_ready_the_plain_walk_claims(conn: psycopg.Connection[Any]) -> None:
+    ids = enqueue(conn, 25, None)
+    enqueue(conn, 3, "later", run_at="infinity")
+    cursor = Cursor()
+    assert claim(conn, cursor, 10) == ids[:10]
+    # The plain walk moved its cursor (the fair claim never does).
+    assert cursor.after[2] == ids[10] - 1
+    assert conn.execute("SELECT current_setting('awc.keyed_claimed', true)").fetchone() in (
+        (None,), ("",))

@@ -1,0 +1,285 @@
+-- The fair claim (SPEC §23, docs/decisions/0034), between the limits' step 2
+-- and the plain walk: when a job with a key is ready and no global limit may
+-- bind (SPEC §18: step 2 claimed nothing and left `awc.walk`), this is the
+-- claim. Among ready jobs of one priority it takes them round-robin across
+-- keys: every key's first job, then every key's second, and so on; a higher
+-- priority still comes first. Jobs without a key are one key, ''.
+--
+-- The keys are found by a skip scan of jobs_ready_key_idx, ((-priority),
+-- coalesce(key, ''), run_at, id): one probe per key, however many jobs each
+-- holds, starting after this claimer's key cursor (%(key_after)s) and
+-- wrapping around within each priority, so the keys late in sort order are
+-- not left behind when there are more keys than slots. The walk stops at as
+-- many keys with ready jobs as there are slots, and reads from each at most
+-- what round-robin could give it (slots - keys + 1): its cost is bounded by
+-- the slots, never by a backlog. The candidates are read without locks; a
+-- per-key limit (SPEC §23: `key` or `kind_key` rows, held by step 1) keeps
+-- a key's candidates past its room out; the chosen jobs are then locked by
+-- id (SKIP LOCKED: one another claimer took meanwhile is not replaced).
+--
+-- When no keyed job is ready (one probe of jobs_keyed_idx) this reads
+-- nothing and leaves `awc.keyed_claimed` at -1: the plain walk claims as it
+-- did before keys existed. The last row (id null) carries the next key cursor.
+WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if this claims
+    SELECT (SELECT coalesce(nullif(current_setting('awc.limited_kinds', true), ''), '{}'))::text[]
+               AS kinds,
+           (SELECT coalesce(nullif(current_setting('awc.limited_queues', true), ''), '{}'))::text[]
+               AS queues,
+           (SELECT coalesce(nullif(current_setting('awc.walk', true), ''), 'false'))::boolean
+               AS walk,
+           -- SPEC §23: whether any per-key limit exists, and those step 1 holds
+           (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
+               AS keyed_limits,
+           (SELECT coalesce(nullif(current_setting('awc.held_key_limits', true), ''), '{}'))::text[]
+               AS held_keys
+), plan AS MATERIALIZED (
+    SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL AND j.run_at <= now())
+               AS go,
+           cardinality(%(slots)s::text[]) AS want,
+           coalesce(%(key_after)s::text, '') AS k0
+    FROM limited AS l
+), groups AS (
+    -- (priority, key) groups with PENDING jobs, in the walk's order: within a
+    -- priority the keys after the cursor (phase 0), then those up to it
+    -- (phase 1). Each probe lands on the key's head, its first job in claim
+    -- order, so `ready` (it has a job this claim may take now) is read from
+    -- that entry; a probe more only when the claim filters kinds or queues
+    -- and the head is not one of them. `r` counts the ready keys, `i` every
+    -- key walked.
+    SELECT e.p, e.k, e.phase, e.ready, e.ready::int AS r, 1 AS i, e.head, e.head_at, e.head_kind
+    FROM plan, LATERAL (
+        SELECT h.p, h.k, h.phase, h.id AS head, h.run_at AS head_at, h.kind AS head_kind, CASE
+                   WHEN h.run_at <= now()
+                        AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
+                        AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                       THEN true
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   ELSE EXISTS (
+                       SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
+                         AND coalesce(j.key, '') = h.k AND j.run_at <= now()
+                         AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+               END AS ready
+        FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
+              FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+                    WHERE j.state = 'PENDING' AND j.waiting = 0
+                    ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
+                  (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
+                          j.run_at, j.kind, j.queue, j.id
+                   FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
+                     AND coalesce(j.key, '') > plan.k0
+                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+                  UNION ALL
+                  (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
+                   FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = top.p
+                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+                  LIMIT 1) AS e) AS h
+        OFFSET 0) AS e  -- not flattened: `ready` is worked out once per key
+    WHERE plan.go AND plan.want > 0
+    UNION ALL
+    SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1, n.head, n.head_at,
+           n.head_kind
+    FROM groups AS g, plan, LATERAL (
+        SELECT h.p, h.k, h.phase, h.id AS head, h.run_at AS head_at, h.kind AS head_kind, CASE
+                   WHEN h.run_at <= now()
+                        AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
+                        AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                       THEN true
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   ELSE EXISTS (
+                       SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
+                         AND coalesce(j.key, '') = h.k AND j.run_at <= now()
+                         AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
+               END AS ready
+        FROM (
+            -- The next key of this priority, in the same phase.
+            (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
+                    j.run_at, j.kind, j.queue, j.id
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
+               AND coalesce(j.key, '') > g.k
+               AND (g.phase = 0 OR coalesce(j.key, '') <= plan.k0)
+             ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            UNION ALL
+            -- Past the last key: wrap to the first, unless the cursor is before it.
+            (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p AND g.phase = 0
+               AND coalesce(j.key, '') <= plan.k0
+             ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            UNION ALL
+            -- Past this priority's keys: the next priority, from the cursor.
+            (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
+             FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int > g.p
+                   ORDER BY -j.priority::int LIMIT 1) AS nxt, LATERAL (
+                 (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, 0 AS phase,
+                         j.run_at, j.kind, j.queue, j.id
+                  FROM ONLY awc.jobs AS j
+                  WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
+                    AND coalesce(j.key, '') > plan.k0
+                  ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+                 UNION ALL
+                 (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
+                  FROM ONLY awc.jobs AS j
+                  WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = nxt.p
+                  ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+                 LIMIT 1) AS e)
+            LIMIT 1) AS h
+        OFFSET 0) AS n
+    WHERE g.r < plan.want
+), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
+    SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
+           count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
+    FROM groups AS g
+    WHERE g.ready
+), seen AS MATERIALIZED (
+    -- Each key's first ready jobs, unlocked: no more than round-robin could
+    -- give it among its priority's keys (one each, the rest to one key).
+    -- One each (as many keys as slots) and no filter: the head the walk of
+    -- keys found is that one, and nothing is read again.
+    SELECT f.p, f.k, f.n, c.id, c.kind,
+           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
+    FROM found AS f, plan, LATERAL (
+        SELECT f.head AS id, f.head_kind AS kind, f.head_at AS run_at
+        WHERE f.keys >= plan.want AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+        UNION ALL
+        (SELECT j.id, j.kind, j.run_at
+         FROM ONLY awc.jobs AS j
+         WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
+           AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+           AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL
+                    AND %(queues)s::text[] IS NULL)
+         ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+         LIMIT greatest(plan.want - f.keys + 1, 1))) AS c
+), ordered AS MATERIALIZED (
+    -- Round-robin: priority first, then each key's first job, then each
+    -- key's second, in the walk's order of keys.
+    SELECT s.*, row_number() OVER (ORDER BY s.p, s.r, s.n) AS o FROM seen AS s
+), bound AS MATERIALIZED (
+    -- Per-key limits (SPEC §23): each candidate with a key under a `key`
+    -- limit (its own, or '*') or a `kind_key` limit (its kind's), ranked in
+    -- claim order among that limit's candidates of the same key.
+    SELECT o.id, l.scope, l.name, o.k, l.max_running, l.rate, l.per_secs,
+           row_number() OVER (PARTITION BY l.scope, l.name, o.k ORDER BY o.o) AS rank
+    FROM ordered AS o
+    JOIN awc.limits AS l
+      ON (l.scope = 'key' AND l.name = o.k) OR (l.scope = 'kind_key' AND l.name = o.kind)
+         -- key:* for the keys that have no limit of their own (key:NAME replaces it)
+         OR (l.scope = 'key' AND l.name = '*'
+             AND NOT EXISTS (SELECT 1 FROM awc.limits AS own
+                             WHERE own.scope = 'key' AND own.name = o.k))
+    WHERE o.k <> '' AND (SELECT keyed_limits FROM limited)
+), stamp AS MATERIALIZED (
+    -- One instant, taken under step 1's locks: the claims a per-key rate
+    -- logs, and the end of every window counted (as claim_limited_jobs).
+    SELECT clock_timestamp() AS at
+), key_room AS MATERIALIZED (
+    -- Each (limit, key)'s room: max_running less the key's RUNNING jobs with
+    -- unexpired leases (counted up to max_running), rate less the key's
+    -- claims in the last per_secs; 0 unless step 1 holds the limit's row,
+    -- so a count is never raced (SPEC §18's discipline).
+    SELECT b.scope, b.name, b.k, b.rate, b.per_secs,
+           CASE WHEN b.scope || ':' || b.name <> ALL (l.held_keys) THEN 0
+                ELSE least(coalesce(b.max_running - (
+                    SELECT count(*) FROM (
+                        SELECT 1 FROM ONLY awc.jobs AS r
+                        WHERE r.state = 'RUNNING' AND r.key = b.k
+                          AND (b.scope = 'key' OR r.kind = b.name)
+                          AND r.locked_until > s.at
+                        LIMIT coalesce(b.max_running, 0)) AS running), 2147483647),
+                    coalesce(b.rate - (
+                        SELECT count(*) FROM awc.limit_claims AS c
+                        WHERE c.scope = b.scope AND c.name = b.name AND c.key = b.k
+                          AND c.at > s.at - make_interval(secs => b.per_secs)), 2147483647))
+           END AS room
+    FROM (SELECT DISTINCT scope, name, k, max_running, rate, per_secs FROM bound) AS b,
+         limited AS l, stamp AS s
+), chosen AS MATERIALIZED (
+    -- As many as there are slots, in round-robin order, past those a
+    -- per-key limit holds back.
+    SELECT o.id, o.p, o.k, o.n
+    FROM ordered AS o
+    WHERE NOT EXISTS (SELECT 1 FROM bound AS b
+                      JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
+                      WHERE b.id = o.id AND b.rank > r.room)
+    ORDER BY o.o
+    LIMIT (SELECT want FROM plan)
+), locked AS MATERIALIZED (
+    -- The chosen jobs themselves (SKIP LOCKED: one another claimer took is
+    -- left, never replaced by a job no limit's room was counted for).
+    SELECT j.id, -j.priority::int AS p, j.run_at
+    FROM ONLY awc.jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM chosen))
+      AND j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
+    ORDER BY j.id
+    FOR UPDATE OF j SKIP LOCKED
+), allowed AS MATERIALIZED (
+    SELECT l.id, row_number() OVER (ORDER BY l.p, l.run_at, l.id) AS n
+    FROM locked AS l
+), claimed AS (
+    UPDATE ONLY awc.jobs AS j
+    SET state = 'RUNNING',
+        attempts = j.attempts + 1,
+        locked_by = (%(slots)s::text[])[a.n],
+        locked_until = now() + make_interval(secs => least(
+            coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
+        claim_token = gen_random_uuid(),
+        started_at = (SELECT at FROM stamp),  -- the instant a per-key rate logs
+        updated_at = now()
+    FROM allowed AS a
+    WHERE j.id = a.id
+    RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts,
+        j.claim_token::text AS token, j.locked_by,
+        extract(epoch FROM j.locked_until - now())::float8 AS lease_s,
+        coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
+                 ::float8, 0) AS wait_s,
+        j.checkpoint::text AS checkpoint
+), logged AS (  -- a per-key rate's claims, one row per job and key
+    INSERT INTO awc.limit_claims (scope, name, key, at)
+    SELECT b.scope, b.name, b.k, (SELECT at FROM stamp)
+    FROM bound AS b
+    JOIN claimed AS c ON c.id = b.id
+    WHERE b.rate IS NOT NULL
+), forgot AS (  -- and those out of every window now
+    DELETE FROM awc.limit_claims AS c
+    USING key_room AS r
+    WHERE r.rate IS NOT NULL AND c.scope = r.scope AND c.name = r.name AND c.key = r.k
+      AND c.at <= (SELECT at FROM stamp) - make_interval(secs => r.per_secs)
+), held AS MATERIALIZED (
+    -- Ready jobs a per-key limit held back (SPEC §18's held_back: the run
+    -- claims again shortly rather than end drained); a limit of
+    -- max_running 0 (a paused key) holds nothing back.
+    SELECT EXISTS (SELECT 1 FROM bound AS b
+                   JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
+                   WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
+), turn AS MATERIALIZED (
+    -- The next key cursor: the last key served at the first priority served,
+    -- so the next claim starts with the key after it.
+    SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1
+)
+-- The claimed jobs, then one row (id null) with the next key cursor (null:
+-- keep the cursor) and whether a per-key limit held ready jobs back (added
+-- to step 2's answer, in `awc.held_back` too). How many this step claimed
+-- (-1: it did not claim) goes to the plain walk after it, which then claims
+-- nothing.
+SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
+       NULL::text AS key_mark, NULL::boolean AS held_back
+FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT k FROM turn),
+       h.held_back
+FROM plan AS p, held AS h
+WHERE set_config('awc.keyed_claimed',
+                 CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)
+      IS NOT NULL
+  AND (NOT h.held_back OR set_config('awc.held_back', 'true', true) IS NOT NULL)

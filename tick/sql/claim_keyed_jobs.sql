@@ -243,7 +243,10 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         extract(epoch FROM j.locked_until - now())::float8 AS lease_s,
         coalesce(extract(epoch FROM now() - CASE WHEN isfinite(j.run_at) THEN j.run_at END)
                  ::float8, 0) AS wait_s,
-        j.checkpoint::text AS checkpoint
+        j.checkpoint::text AS checkpoint,
+        -- SPEC §21: the lane, the stored trace context, and whether a run came before.
+        j.queue, j.trace_context::text AS trace, j.trace_context IS NOT NULL
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
 ), logged AS (  -- a per-key rate's claims, one row per job and key
     INSERT INTO awc.limit_claims (scope, name, key, at)
     SELECT b.scope, b.name, b.k, (SELECT at FROM stamp)
@@ -273,11 +276,11 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 -- (-1: it did not claim) goes to the plain walk after it, which then claims
 -- nothing.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       NULL::text AS key_mark, NULL::boolean AS held_back
+       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT k FROM turn),
-       h.held_back
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT k FROM turn), h.held_back
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)

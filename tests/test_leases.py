@@ -244,7 +244,9 @@ def test_renewals_the_database_refuses_pause_claims_say_why_and_give_up_at_half_
                            what="the run to give up")
         started = runs(conn, job_id)[0]["started"]
         assert stopped - started <= LEASE, "it gave up after its lease could lapse"
-        wait_for(lambda: job_row(conn, job_id)["state"] == "COMPLETED", timeout=30,
+        # The retry waits out its backoff (5-10 s) first; the bound leaves a
+        # loaded machine room to claim and run it after that.
+        wait_for(lambda: job_row(conn, job_id)["state"] == "COMPLETED", timeout=60,
                  what="the retried job to complete")
         assert job_row(conn, job_id)["attempts"] == 2
         assert "LeaseLost" in job_row(conn, job_id)["errors"][0]["error"]

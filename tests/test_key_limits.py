@@ -246,3 +246,23 @@ def test_a_key_with_array_syntax_in_it_is_limited_like_any_other(
         "SELECT key FROM awc.jobs WHERE id = ANY (%s)", ([row.id for row in done.claimed],))]
     assert sorted(keys, key=str) == sorted([odd] * 2 + ["x"] * 5, key=str)
     assert done.held_back
+
+
+def test_the_lane_claim_also_says_a_per_key_limit_held_jobs_back(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """As above while another kind is paused (a limit that binds: the lane
+    claim claims): the tick waits for the key's room rather than end
+    drained, though no kind or queue limit of its jobs held them."""
+    for args in (["kind:other", "--max-running", "0"], ["key:*", "--max-running", "1"]):
+        assert run_awc(awc_env, "limits", "set", *args).returncode == 0
+    enqueue_many(conn, [{"kind": "other"}])
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "VALUES ('noop', 'solo', 'RUNNING', 1, gen_random_uuid(), "
+                 "now() + interval '1 second')")
+    enqueue_many(conn, [{"kind": "timed", "key": "solo", "payload": {"secs": 0.05}}] * 4)
+    proc = spawn({**awc_env, "AWC_WORKER_CONCURRENCY": "4"}, "tick", "--json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["completed"] >= 4
+    assert most_at_once_by_key(conn) == {"solo": 1}

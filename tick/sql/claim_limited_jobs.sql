@@ -269,6 +269,10 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = m.kind AND j.queue = m.queue
                      AND j.priority = m.priority AND j.run_at <= now()
                    LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
+    ) OR EXISTS (  -- or a per-key limit (SPEC §23) kept a candidate out, not a paused key
+        SELECT 1 FROM bound AS b
+        JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.key = b.key
+        WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0
     ) AS held_back
 )
 -- The claimed jobs, then one row more (id null) that says whether ready jobs

@@ -138,6 +138,9 @@ def as_database_error(
     return database_error(error, None, doing, conn)
 
 
+_DEALLOCATIONS = 0  # refused exchanges so far (one_exchange)
+
+
 @contextmanager
 def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """Run the statements executed inside as one transaction in one exchange
@@ -161,6 +164,19 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
             # A lost connection took its transaction with it.
             with suppress(Exception):
                 conn.execute("ROLLBACK")
+        if conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            # The server skipped everything after the failed statement up to
+            # the Sync, including the Parse of any statement psycopg chose to
+            # prepare in this exchange, which psycopg may still count as
+            # prepared: every later use would fail with "prepared statement
+            # does not exist" (the loop then crash-loops). DEALLOCATE ALL
+            # empties both sides: psycopg forgets its own names when it sees
+            # the command succeed, but only the first time it meets that
+            # query text, so each one is made new.
+            global _DEALLOCATIONS
+            _DEALLOCATIONS += 1
+            with suppress(Exception):
+                conn.execute(f"DEALLOCATE ALL /* refused exchange {_DEALLOCATIONS} */")
         raise
 
 

@@ -143,10 +143,13 @@ def install_before(rev: str, into: Path) -> str:
 
 
 def rev_before_adding(path: str, bench: str) -> str:
-    """The commit before the one that added `path` (what `bench` compares
-    with, unless given --before)."""
+    """The mainline commit before the one that added `path` (what `bench`
+    compares with, unless given --before): on the first-parent history, so a
+    feature merged from a branch is compared with main just before its merge,
+    not with wherever its branch began (and a file renamed at the merge is
+    still found)."""
     added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", path],
+        ["git", "log", "--first-parent", "-m", "--diff-filter=A", "--format=%H", "--", path],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     if not added:
         raise SystemExit(f"bench.{bench}: no commit adds {path}; give --before")

@@ -19,7 +19,7 @@ its runs:
   one `awc tick`, against the same jobs with no key (target >= 0.9).
 - no keys: `--jobs` no-op jobs without a key drained by this checkout,
   against awc at REV (by default the commit before
-  migrations/0017_job_keys.sql was added), in a database that version
+  migrations/0019_job_keys.sql was added), in a database that version
   migrated itself (target >= 0.97).
 """
 
@@ -56,7 +56,7 @@ BEFORE_DB = "awc_bench_before_keys"
 
 def before_rev() -> str:
     """The commit before job keys landed."""
-    return rev_before_adding("migrations/0017_job_keys.sql", "fairness")
+    return rev_before_adding("migrations/0019_job_keys.sql", "fairness")
 
 
 def drain_keyed(url: str, jobs: int, keys: int, concurrency: int) -> float:

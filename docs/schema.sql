@@ -353,12 +353,23 @@ DECLARE
     kids   bigint[];
     counts integer[];
     ready  bigint;
+    ids    text;
 BEGIN
     -- Retention carrying a still-needed parent into the current finished
     -- part (tick/parts.py) re-inserts a job that was settled long ago.
     IF current_setting('awc.carrying', true) = 'on' THEN
         RETURN NULL;
     END IF;
+    -- A producer waiting for an outcome (tick.wait, `awc wait`) hears of the
+    -- statement's completed jobs in one notification, their ids joined by
+    -- commas; a list longer than a payload holds is sent empty, which tells
+    -- every waiter to look again. One per statement, not one per job: the
+    -- completion is on the hot path.
+    SELECT string_agg(d.id::text, ',') INTO ids FROM done AS d;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_notify('awc_final', CASE WHEN length(ids) <= 7900 THEN ids ELSE '' END);
     SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id)
     INTO kids, counts
     FROM (SELECT e.child_id, count(*)::integer AS n
@@ -401,22 +412,6 @@ CREATE TRIGGER jobs_done_6_settle AFTER INSERT ON awc.jobs_done_6
     REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
 CREATE TRIGGER jobs_done_7_settle AFTER INSERT ON awc.jobs_done_7
     REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_0_notify_final AFTER INSERT ON awc.jobs_done_0
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_1_notify_final AFTER INSERT ON awc.jobs_done_1
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_2_notify_final AFTER INSERT ON awc.jobs_done_2
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_3_notify_final AFTER INSERT ON awc.jobs_done_3
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_4_notify_final AFTER INSERT ON awc.jobs_done_4
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_5_notify_final AFTER INSERT ON awc.jobs_done_5
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_6_notify_final AFTER INSERT ON awc.jobs_done_6
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
-CREATE TRIGGER jobs_done_7_notify_final AFTER INSERT ON awc.jobs_done_7
-    FOR EACH ROW EXECUTE FUNCTION awc.notify_final();
 
 -- The plain-SQL way to declare a job's parents (SPEC §20), for producers in
 -- any language: in the transaction that inserted the child, before it

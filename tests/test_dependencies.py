@@ -287,3 +287,13 @@ def test_plain_sql_declares_parents_as_enqueue_does(conn: psycopg.Connection[Any
         conn.execute("SELECT awc.declare_parents(lastval(), ARRAY[%s]::bigint[], 'later')",
                      (parent,))
     assert count_jobs(conn) == before
+
+
+@pytest.mark.parametrize(("payload", "wanted", "hit"), [
+    ("7", "7", True), ("5,7,9", "7", True), ("5,77,9", "7", False),
+    ("", "7", True), ("17", "7", False)])
+def test_a_final_notice_names_one_job_a_statement_s_jobs_or_asks_all_to_look(
+        payload: str, wanted: str, hit: bool) -> None:
+    from tick.waiting import heard
+
+    assert heard(payload, wanted) is hit

@@ -1,8 +1,9 @@
 """Waiting for jobs (SPEC §20): a producer's `wait` for one job's outcome,
 and a running job's view of its parents.
 
-`wait` LISTENs on `awc_final`, which a trigger sends with the id of every
-job that becomes final, and reads the job only when its id arrives; a poll
+`wait` LISTENs on `awc_final`, which triggers send with the ids of the jobs
+that become final (one notification per completion statement, one per
+failure or cancel), and reads the job only when its id arrives; a poll
 every few seconds covers a notification lost (a connection that dropped,
 a LISTEN that began after the job finished).
 """
@@ -85,11 +86,19 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
                 continue
             until = time.monotonic() + nap
             while (rest := until - time.monotonic()) > 0:
-                if any(n.payload == wanted for n in conn.notifies(timeout=rest, stop_after=1)):
+                if any(heard(n.payload, wanted)
+                       for n in conn.notifies(timeout=rest, stop_after=1)):
                     break
     finally:
         if listening and not conn.closed:
             conn.execute(f"UNLISTEN {FINAL_CHANNEL}")
+
+
+def heard(payload: str, wanted: str) -> bool:
+    """Whether an `awc_final` payload may be about job `wanted`: one id (a
+    failure or cancel), the ids of a completion statement joined by commas,
+    or empty (too many to list: every waiter looks again)."""
+    return payload == "" or wanted in payload.split(",")
 
 
 def parents(conn: psycopg.Connection[Any], job_id: int,

@@ -609,6 +609,20 @@ CREATE INDEX schedule_fires_recorded_idx ON awc.schedule_fires (recorded_at);
 CREATE INDEX schedule_fires_job_idx ON awc.schedule_fires (job_id)
     WHERE job_id IS NOT NULL;
 
+-- SPEC §24: a claimer's whole cursor, left for the next process (0027).
+CREATE TYPE awc.claim_seed AS (
+    after_p       integer,      -- the cursor: a key of jobs_ready_idx,
+    after_run_at  timestamptz,  -- (-priority, run_at, id)
+    after_id      bigint,
+    xmax          xid8,         -- the snapshot of the claim that moved it
+    xip           xid8[],
+    rewind_p      integer,      -- the first key passed over with jobs due later
+    rewind_run_at timestamptz,
+    rewind_id     bigint,
+    rewind_due    timestamptz,  -- when the earliest of those is due
+    jobs          bigint        -- awc.jobs_id_seq then: how much a probe from it reads
+);
+
 CREATE TABLE awc.ticks (
     id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     driver          text        NOT NULL,
@@ -630,6 +644,8 @@ CREATE TABLE awc.ticks (
     fired           integer     NOT NULL DEFAULT 0,
     stop_reason     text,
     error           text,
+    -- SPEC §24: the run's claim cursor, where the next process starts.
+    cursor          awc.claim_seed,
     CONSTRAINT ticks_driver_check CHECK (driver IN ('tick', 'loop', 'lambda', 'maintenance')),
     CONSTRAINT ticks_stop_reason_check
         CHECK (stop_reason IS NULL OR stop_reason IN ('drained', 'max_jobs', 'deadline', 'stopped'))
@@ -637,6 +653,20 @@ CREATE TABLE awc.ticks (
 -- `awc ticks` newest first, per driver; pruning by age (AWC_TICK_HISTORY_SECS).
 CREATE INDEX ticks_started_idx ON awc.ticks (started_at);
 CREATE INDEX ticks_driver_idx ON awc.ticks (driver, started_at);
+-- The newest cursor, one probe away however many rows are without one.
+CREATE INDEX ticks_cursor_idx ON awc.ticks (id) WHERE (cursor).xmax IS NOT NULL;
+-- The cursor as finish_tick and record_tick store it: null without one.
+CREATE FUNCTION awc.seed_of(after_p integer, after_run_at timestamptz, after_id bigint,
+                           xmax xid8, xip xid8[], rewind_p integer,
+                           rewind_run_at timestamptz, rewind_id bigint,
+                           rewind_in float8) RETURNS awc.claim_seed
+    LANGUAGE sql AS $$
+    SELECT CASE WHEN after_p IS NOT NULL AND xmax IS NOT NULL THEN
+        ROW(after_p, after_run_at, after_id, xmax, xip, rewind_p, rewind_run_at, rewind_id,
+            CASE WHEN rewind_p IS NOT NULL THEN
+                now() + make_interval(secs => least(greatest(coalesce(rewind_in, 0), 0), 1e9)) END,
+            coalesce(pg_sequence_last_value('awc.jobs_id_seq'), 0))::awc.claim_seed END
+$$;
 
 -- SPEC §17: the journal of a built-in closure walk that spans claims.
 CREATE TABLE awc.walk_marks (

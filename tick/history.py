@@ -53,6 +53,10 @@ class TickStart:
 
 # A statement for the end of a round trip: its name and parameters.
 Tail = tuple[str, dict[str, Any]]
+# finish_tick's and record_tick's cursor parameters when a run leaves none
+# (SPEC §24: a claimer's cursor, where the next process starts; cursor.py).
+NO_SEED: dict[str, Any] = dict.fromkeys(("seed_p", "seed_r", "seed_i", "seed_xmax", "seed_xip",
+                                         "rewind_p", "rewind_r", "rewind_i", "rewind_in"))
 
 
 def counts(report: TickReport | None) -> dict[str, Any]:
@@ -67,20 +71,24 @@ def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | Non
            error: str | None = None) -> None:
     """Complete the tick's row with its report, or its error."""
     conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, "slots": [],
-                                      **counts(report)})
+                                      **counts(report), **NO_SEED})
 
 
 def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
-            slots: list[str], *, ran_secs: float | None = None) -> Tail:
+            slots: list[str], *, ran_secs: float | None = None,
+            seed: dict[str, Any] | None = None) -> Tail:
     """The statement that ends a run's row if the claim sent with it (for
     `slots`) comes back empty: a tick's row completed, or a loop stretch's
     row written whole (`start`; it began `ran_secs` ago, on the database's
-    clock). It returns a row if it did."""
+    clock). It returns a row if it did. `seed`: the claimer's cursor, left
+    on the row for the next process (SPEC §24, Cursor.left)."""
+    left = NO_SEED if seed is None else seed
     if tick_id is not None:
-        return "finish_tick", {"id": tick_id, "error": None, "slots": slots, **counts(report)}
+        return "finish_tick", {"id": tick_id, "error": None, "slots": slots, **counts(report),
+                               **left}
     assert start is not None
     return "record_tick", {**start.params(), "ran_secs": ran_secs, "error": None,
-                           "slots": slots, **counts(report)}
+                           "slots": slots, **counts(report), **left}
 
 
 def opening(start: TickStart, slots: list[str], lease_secs: float) -> Tail:
@@ -98,7 +106,7 @@ def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport |
            *, error: str | None = None) -> None:
     """Write a whole row: a failed tick that had no row yet."""
     conn.execute(sql("record_tick"), {**start.params(), "ran_secs": None,
-                                      "error": error, "slots": [], **counts(report)})
+                                      "error": error, "slots": [], **counts(report), **NO_SEED})
 
 
 def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,

@@ -31,6 +31,11 @@ RESCUE_LIMIT = 1000
 PRUNE_BATCH = 5000
 PRUNE_MAX_BATCHES = 20
 PRUNE_EVERY_SECS = 3600
+# SPEC §24: a first claim starts from the last run's cursor only while its
+# probe for jobs made ready since reads at most this many enqueued since
+# (a few milliseconds); past it, a walk from the index's start costs less
+# unless the horizon is pinned, which this pass cannot tell.
+SEED_MOST_JOBS = 20_000
 DEFAULT_SCHEDULE_HISTORY_SECS = 2592000  # AWC_SCHEDULE_HISTORY_SECS's default: 30 days
 
 
@@ -47,6 +52,8 @@ class MaintenanceResult:
     lags: tuple[tuple[str, float], ...] = ()  # schedule -> how late its last fire was
     parked: tuple[tuple[str, str], ...] = ()  # schedules that could not be planned, and why
     tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
+    # SPEC §24: the cursor the last run left (claim_seed.sql's row), if any
+    seed: tuple[Any, ...] | None = None
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
@@ -60,17 +67,18 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
     Returns (rescued to PENDING, moved to FAILED); (0, 0) when another process
     holds the rescue lock.
     """
-    rescued, failed, _, _, _ = _rescue(conn, limit, None)
+    rescued, failed, _, _, _, _ = _rescue(conn, limit, None)
     return rescued, failed
 
 
 def _rescue(
     conn: psycopg.Connection[Any], limit: int, start: TickStart | None
-) -> tuple[int, int, bool, int | None, bool]:
+) -> tuple[int, int, bool, int | None, bool, tuple[Any, ...] | None]:
     """`rescue`, whether a schedule is due, the id of the history row
-    inserted for `start`, and whether the prune is due: the lock, the three
-    questions and the rescue are sent in one exchange, so a tick pays no
-    extra round trip for schedules, history or the prune check (SPEC §15,
+    inserted for `start`, whether the prune is due, and the cursor the last
+    run left for the first claim (SPEC §24): the lock, the four questions
+    and the rescue are sent in one exchange, so a tick pays no extra round
+    trip for schedules, history, the prune check or its cursor (SPEC §15,
     §16)."""
     from tick.db import one_exchange
 
@@ -79,15 +87,17 @@ def _rescue(
         schedules = conn.execute(sql("schedules_due"))
         opened = conn.execute(sql("open_tick"), start.params()) if start else None
         prune = conn.execute(sql("prune_due"), {"every_secs": PRUNE_EVERY_SECS})
+        seed = conn.execute(sql("claim_seed"), {"most": SEED_MOST_JOBS})
         conn.execute(sql("pin_plans"))
         rescue = conn.execute(sql("rescue_jobs"), {"limit": limit, "key": RESCUE_LOCK_KEY})
     due = schedules.fetchone()
     tick = opened.fetchone() if opened is not None else None
     prune_due = prune.fetchone()
+    seeded = seed.fetchone()
     rows = rescue.fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
     return (len(rows) - failed, failed, bool(due and due[0]), tick[0] if tick else None,
-            bool(prune_due and prune_due[0]))
+            bool(prune_due and prune_due[0]), None if seeded is None else tuple(seeded))
 
 
 def prune(
@@ -182,7 +192,7 @@ def run_maintenance(
     firing and the prune as it bounds the claims (SPEC §6): what is left
     undone, the next pass does. `report`, if given, receives each
     schedule's fires as they are recorded (`fire_due`), inside that bound."""
-    rescued, rescued_failed, due, tick_id, prune_due = _rescue(conn, RESCUE_LIMIT, start)
+    rescued, rescued_failed, due, tick_id, prune_due, seed = _rescue(conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
@@ -196,8 +206,8 @@ def run_maintenance(
                        deadline=deadline)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
-                                 tick_id=tick_id)
+                                 tick_id=tick_id, seed=seed)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
                              lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
-                             tick_id=tick_id)
+                             tick_id=tick_id, seed=seed)

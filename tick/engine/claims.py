@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tick.engine.cursor import Cursor
+from tick.history import NO_SEED
 from tick.queue import ClaimedRow, ClaimRequest
 from tick.words import StopReason
 
@@ -43,6 +45,20 @@ class Claims:
         self.idle_until = 0.0
         self.held_back = False  # the last claim left ready jobs to a limit's room
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
+
+    def seeded(self, seed: Sequence[Any] | None) -> None:
+        """Start from the cursor the last run left (SPEC §24, cursor.py),
+        unless this run's claims are filtered: such a cursor is exact only
+        for the claimer's own kinds and queues."""
+        if self._spec.kinds is None and self._spec.queues is None:
+            self.cursor.seed(seed, time.monotonic())
+
+    def left(self, now: float) -> dict[str, Any]:
+        """The cursor for the run's history row to leave to the next
+        process; none from a filtered claimer."""
+        if self._spec.kinds is None and self._spec.queues is None:
+            return self.cursor.left(now)
+        return dict(NO_SEED)
 
     def request(self, now: float, riding: bool = False) -> ClaimRequest | None:
         """The claim to send now, or None (nothing free, idle, or ended).

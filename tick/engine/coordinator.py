@@ -69,7 +69,7 @@ class Coordinator:
         self.next_fence_check = time.monotonic() + FENCE_CHECK_SECS
         self.began = time.monotonic()  # start of the run, or of the loop's current stretch
         self.reconnect_jitter = Jitter(f"{engine.worker_id}-reconnect")
-        self.row = HistoryRow(spec)  # this run's row of the history (SPEC §16)
+        self.row = HistoryRow(spec, self.claims.left)  # this run's history row (SPEC §16)
         self.leases = engine.leases = Leases(spec, enabled=spec.renew_leases)
         self.trace: spans.RunTrace | None = None  # the run's (a loop: stretch's) span, §21
 
@@ -260,8 +260,8 @@ class Coordinator:
         except Exception as error:
             raise as_database_error(error, "maintenance", conn) from None
         self.row.tick_id = self.engine.last_tick_id = done.tick_id
-        self.report.rescued = report.rescued
-        self.report.pruned = report.pruned
+        self.claims.seeded(done.seed)  # SPEC §24: start where the last run left off
+        self.report.rescued, self.report.pruned = report.rescued, report.pruned
         self.report.fired = report.fired
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:

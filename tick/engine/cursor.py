@@ -11,6 +11,17 @@ back to and when. The next claim walks from the mark, and finds the jobs
 made ready behind it since (a late commit, a retry, a rescue) through the
 transactions that snapshot could not see.
 
+A new process has no mark of its own, and its first walk from the start
+would pass an entry for every job claimed since the pin. So a run that
+claimed without a filter leaves its whole cursor (mark, snapshot, rewind) on
+its history row, and a new process starts from the newest (`seed`). That is
+exact for the same reason the mark is: what a cursor promises (every job
+ready in its snapshot and before it was taken; those due later are behind
+the rewind) is a fact about the database at that snapshot, not about the
+claimer that kept it, and the probe finds whatever was made ready since. A
+filtered claimer's cursor promises it only for its filter, so it is neither
+left nor taken.
+
 Pure bookkeeping: the statement computes the mark; this keeps it between
 claims and turns it into the next claim's parameters. A claim that fails
 leaves the mark as it was, so nothing it saw is skipped.
@@ -19,8 +30,11 @@ leaves the mark as it was, so nothing it saw is skipped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tick.history import NO_SEED
 
 # A key of jobs_ready_idx: (-priority, run_at as the server's text, id), and
 # run_at in epoch seconds (±inf for an infinite one) to order keys here.
@@ -58,6 +72,31 @@ class Cursor:
             self.rewind = None
         return {"after_p": self.after[0], "after_r": self.after[1], "after_i": self.after[2],
                 "xmax": self.xmax, "xip": self.xip, "key_after": self.key_after}
+
+    def seed(self, row: Sequence[Any] | None, now: float) -> None:
+        """Start from the cursor a run left (claim_seed.sql's row, None if
+        none), unless this one has moved already."""
+        if row is None or self.xmax is not None:
+            return
+        p, r, i, epoch, xmax, xip, rp, rr, ri, repoch, rewind_in = row
+        self.after = _key([p, r, i, epoch])
+        self.xmax, self.xip = str(xmax), [str(x) for x in xip or ()]
+        if rp is not None and rr is not None and ri is not None:
+            self.rewind = _key([rp, rr, ri, repoch])
+            self.rewind_at = now + (0.0 if rewind_in is None else float(rewind_in))
+
+    def left(self, now: float) -> dict[str, Any]:
+        """This cursor as a history row keeps it for the next process
+        (finish_tick, record_tick): all None before any claim."""
+        if self.xmax is None:
+            return dict(NO_SEED)
+        rewind = self.rewind
+        return {"seed_p": self.after[0], "seed_r": self.after[1], "seed_i": self.after[2],
+                "seed_xmax": self.xmax, "seed_xip": list(self.xip),
+                "rewind_p": None if rewind is None else rewind[0],
+                "rewind_r": None if rewind is None else rewind[1],
+                "rewind_i": None if rewind is None else rewind[2],
+                "rewind_in": None if rewind is None else self.rewind_at - now}
 
     def moved(self, mark: str | None, now: float) -> None:
         """A claim committed and returned `mark` (JSON text)."""

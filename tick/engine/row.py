@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tick.engine.flush import Flush, foreseen
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
 class HistoryRow:
     """The history row of one run (a loop: of its current stretch)."""
 
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, seed: Callable[[float], dict[str, Any]]) -> None:
         self.spec = spec
+        # The claimer's cursor as the row leaves it for the next process
+        # (SPEC §24: Claims.left).
+        self.seed = seed
         # A tick's row, inserted by its maintenance; a loop's open stretch's
         # row, inserted by the round trip of the stretch's first claim.
         self.tick_id: int | None = None
@@ -86,10 +90,10 @@ class HistoryRow:
             # Its open row completed; a whole row if the first claim's round
             # trip could not open one (its outcomes were recorded apart).
             return closing(self.tick_id, start, report, slots,
-                           ran_secs=time.monotonic() - began)
+                           ran_secs=time.monotonic() - began, seed=self.seed(time.monotonic()))
         if self.tick_id is None:
             return None
-        return closing(self.tick_id, start, report, slots)
+        return closing(self.tick_id, start, report, slots, seed=self.seed(time.monotonic()))
 
     def foresee(self, report: TickReport, batch: Flush, claim: ClaimRequest | None,
                 stop_reason: StopReason, began: float) -> tuple[Tail, TickReport] | None:

@@ -8,7 +8,14 @@ SET finished_at = now(), claimed = %(claimed)s, completed = %(completed)s,
     retried = %(retried)s, failed = %(failed)s, cancelled = %(cancelled)s,
     released = %(released)s, discarded = %(discarded)s, continued = %(continued)s,
     rescued = %(rescued)s,
-    pruned = %(pruned)s, fired = %(fired)s, stop_reason = %(stop_reason)s, error = %(error)s
+    pruned = %(pruned)s, fired = %(fired)s, stop_reason = %(stop_reason)s, error = %(error)s,
+    -- SPEC §24: the claimer's cursor, where the next process's first claim
+    -- starts (decision 0027); a run that has none keeps what the row holds.
+    cursor = coalesce(awc.seed_of(
+        %(seed_p)s::int, %(seed_r)s::timestamptz, %(seed_i)s::bigint,
+        %(seed_xmax)s::text::xid8, %(seed_xip)s::text[]::xid8[],
+        %(rewind_p)s::int, %(rewind_r)s::timestamptz, %(rewind_i)s::bigint,
+        %(rewind_in)s::float8), cursor)
 WHERE id = %(id)s
   -- awc.claimed: how many jobs this transaction's claim took (the claim sets
   -- it; unset when none was sent). Counted, never a walk of the running jobs:

@@ -7,12 +7,18 @@
 -- clock (finished_at's): a host's clock may disagree with it.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
-                       continued, rescued, pruned, fired, stop_reason, error)
+                       continued, rescued, pruned, fired, stop_reason, error, cursor)
 SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
        now() - make_interval(secs => coalesce(%(ran_secs)s::float8, 0)), now(),
        now() + make_interval(secs => %(deadline_secs)s::float8),
        %(claimed)s, %(completed)s, %(retried)s, %(failed)s, %(cancelled)s, %(released)s,
-       %(discarded)s, %(continued)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s
+       %(discarded)s, %(continued)s, %(rescued)s, %(pruned)s, %(fired)s, %(stop_reason)s, %(error)s,
+       -- SPEC §24: the claimer's cursor, where the next process starts (0027).
+       awc.seed_of(
+        %(seed_p)s::int, %(seed_r)s::timestamptz, %(seed_i)s::bigint,
+        %(seed_xmax)s::text::xid8, %(seed_xip)s::text[]::xid8[],
+        %(rewind_p)s::int, %(rewind_r)s::timestamptz, %(rewind_i)s::bigint,
+        %(rewind_in)s::float8)
 -- awc.claimed: the jobs this transaction's claim took (SPEC §24: counted,
 -- never a walk of the running jobs).
 WHERE coalesce(nullif(current_setting('awc.claimed', true), ''), '0')::int = 0

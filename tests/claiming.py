@@ -1,0 +1,53 @@
+"""Claims as the engine makes them, for the cursor's tests (SPEC §24,
+docs/decisions/0027): one claim through `tick.queue.round_trip` from a
+`Cursor`, jobs enqueued by plain SQL, what is still ready, and what a claim
+costs in buffers."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from tick.engine.cursor import Cursor
+from tick.queue import ClaimRequest, Writes, round_trip
+from tick.statements import sql
+
+
+def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
+          queues: list[str] | None = None) -> list[int]:
+    """One claim of up to `n` jobs from `cursor`, moved on as the engine does."""
+    request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0, cap_secs=60.0,
+                           leases_json="{}", kinds=None, queues=queues,
+                           cursor=cursor.params(time.monotonic()))
+    done = round_trip(conn, Writes(), request)
+    cursor.moved(done.mark, time.monotonic())
+    return [row.id for row in done.claimed]
+
+
+def enqueue(conn: psycopg.Connection[Any], n: int, **columns: Any) -> list[int]:
+    names = ", ".join(["kind", *columns])
+    values = ", ".join(["'noop'", *[f"%({c})s" for c in columns]])
+    return [row[0] for row in conn.execute(
+        f"INSERT INTO awc.jobs ({names}) SELECT {values} FROM generate_series(1, %(n)s) "
+        "RETURNING id", {"n": n, **columns}).fetchall()]
+
+
+def pending(conn: psycopg.Connection[Any]) -> set[int]:
+    return {row[0] for row in conn.execute(
+        "SELECT id FROM awc.jobs WHERE state = 'PENDING' AND run_at <= now()").fetchall()}
+
+
+def buffers(conn: psycopg.Connection[Any], cursor: Cursor, n: int) -> int:
+    """Shared buffers a claim of `n` from `cursor` touches, measured, rolled back."""
+    params = {"slots": [f"s{i}" for i in range(n)], "lease": 60.0, "cap": 60.0,
+              "leases": "{}", "kinds": None, "queues": None, "queue": None,
+              **cursor.params(time.monotonic())}
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("claim_jobs"),
+                           params).fetchone()
+    assert row is not None
+    top = row[0][0]["Plan"]
+    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))

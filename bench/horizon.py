@@ -54,6 +54,7 @@ from bench.common import bench_url, enqueue_noops, machine, report, reset
 from bench.drain import drain_prepared
 from tick.db import connect
 from tick.engine.cursor import Cursor
+from tick.maintenance import SEED_MOST_JOBS
 from tick.queue import NO_CURSOR
 from tick.statements import sql
 
@@ -176,9 +177,11 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def explain_claim(url: str, concurrency: int) -> dict[str, Any]:
     """`EXPLAIN (ANALYZE, BUFFERS)` of the claim as the engine sends it (its
     plan pins first), rolled back: its buffers, time, and the ready index
-    scan's own buffers. Twice: a claimer's first claim, which walks the
-    ready index from its start, and its next one, which walks from the
-    cursor the first returned (SPEC §24, decision 0027)."""
+    scan's own buffers. Three times: a claim with no cursor, which walks
+    the ready index from its start (a process that found none to start
+    from); the claim after it, which walks from the cursor the first
+    returned; and a new process's first claim, from the cursor the last
+    run left on its history row (`seeded_`: SPEC §24, decision 0027)."""
     params: dict[str, Any] = {
         "slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0, "cap": 300.0,
         "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR}
@@ -192,7 +195,14 @@ def explain_claim(url: str, concurrency: int) -> dict[str, Any]:
         cursor.moved(mark[0] if mark else None, 0.0)
         nxt = _explained(conn, {**params, **cursor.params(0.0)})
         conn.rollback()
-    return {**first, **{f"next_{key}": value for key, value in nxt.items()}}
+        conn.execute(sql("pin_plans"))
+        seeded = Cursor()
+        seeded.seed(conn.execute(sql("claim_seed"), {"most": SEED_MOST_JOBS}).fetchone(), 0.0)
+        new = _explained(conn, {**params, **seeded.params(0.0)})
+        conn.rollback()
+    return {**first, **{f"next_{key}": value for key, value in nxt.items()},
+            **{f"seeded_{key}": value for key, value in new.items()},
+            "seeded_from_a_cursor": seeded.xmax is not None}
 
 
 def _explained(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, Any]:

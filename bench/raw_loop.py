@@ -20,6 +20,9 @@ Four ways to drain the same `--jobs` no-op jobs, interleaved round by round
   exchange runs on the server while another's results are decoded and its
   next exchange built (psycopg releases the GIL while it waits).
 - engine: one `awc tick` process at `--concurrency` (bench.drain).
+- engine before: the same, by awc at `--before` (by default the commit
+  before tick/engine/wire.py, the overlapped round trips, was added), in a
+  database that version migrated.
 
 A figure is jobs over seconds: for the engine, from the database's own
 timestamps (first claim to last completion); for the loops, wall time of
@@ -42,15 +45,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import bench_url, enqueue_noops, machine, median, report, reset
-from bench.drain import drain_prepared
+from bench.common import (
+    before_url,
+    bench_url,
+    enqueue_noops,
+    install_before,
+    machine,
+    median,
+    report,
+    reset,
+    rev_before_adding,
+)
+from bench.drain import drain_fresh, drain_prepared
 from bench.horizon import cluster
 from bench.pgbench import SCRIPT
 from tick.db import connect
 from tick.engine.cursor import Cursor
 from tick.queue import ClaimRequest, Writes, round_trip
 
-WAYS = ("pgbench", "raw_serial", "raw_overlapped", "engine")
+WAYS = ("pgbench", "raw_serial", "raw_overlapped", "engine", "engine_before")
+BEFORE_DB = "awc_bench_before_overlap"
 
 
 def _fresh(url: str, jobs: int) -> None:
@@ -150,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lanes", type=int, default=2)
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
     parser.add_argument("--database-url", help="a server to use instead of starting one")
+    parser.add_argument("--before", help="the commit to compare the engine with")
     parser.add_argument("--switch-ms", type=float,
                         help="the interpreter's thread switch interval for the lanes (ms)")
     args = parser.parse_args(argv)
@@ -158,14 +173,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         sys.setswitchinterval(args.switch_ms / 1000)
     got: dict[str, list[float]] = {way: [] for way in args.ways}
-    measure = {
+    measure: dict[str, Any] = {
         "pgbench": lambda url: pgbench(url, args.jobs, args.concurrency),
         "raw_serial": lambda url: raw(url, args.jobs, args.concurrency, 1),
         "raw_overlapped": lambda url: raw(url, args.jobs, args.concurrency, args.lanes),
         "engine": lambda url: engine(url, args.jobs, args.concurrency),
     }
-    with cluster(args.database_url) as (admin, server):
+    with cluster(args.database_url) as (admin, server), \
+            tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
+        rev = ""
+        if "engine_before" in args.ways:
+            rev = args.before or rev_before_adding("tick/engine/wire.py", "raw_loop")
+            site = install_before(rev, Path(scratch))
+            old_url = before_url(site, BEFORE_DB, admin)
+            measure["engine_before"] = lambda _: drain_fresh(
+                old_url, args.jobs, args.concurrency, site)
         for k in range(args.rounds):
             order = args.ways[k % len(args.ways):] + args.ways[:k % len(args.ways)]
             for way in order:
@@ -175,13 +198,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with connect(url) as conn:
             context = {"machine": machine(conn), "server": server, "jobs": args.jobs,
                        "concurrency": args.concurrency, "lanes": args.lanes,
-                       "rounds": args.rounds}
+                       "rounds": args.rounds, "before_rev": rev}
     figures: dict[str, Any] = {f"{way}_jobs_per_s": spread(got[way]) for way in args.ways}
 
     def ratio(top: str, bottom: str) -> float:
         return round(median(got[top]) / median(got[bottom]), 3)
 
-    pairs = [("engine", "pgbench"), ("engine", "raw_overlapped"), ("engine", "raw_serial"),
+    pairs = [("engine", "pgbench"), ("engine", "engine_before"), ("engine_before", "pgbench"),
+             ("engine", "raw_overlapped"), ("engine", "raw_serial"),
              ("raw_serial", "pgbench"), ("raw_overlapped", "pgbench"),
              ("raw_overlapped", "raw_serial")]
     for top, bottom in pairs:

@@ -21,8 +21,7 @@ Four ways to drain the same `--jobs` no-op jobs, interleaved round by round
   next exchange built (psycopg releases the GIL while it waits).
 - engine: one `awc tick` process at `--concurrency` (bench.drain).
 - engine before: the same, by awc at `--before` (by default the commit
-  before tick/engine/wire.py, the overlapped round trips, was added), in a
-  database that version migrated.
+  before this bench was added), in a database that version migrated.
 
 A figure is jobs over seconds: for the engine, from the database's own
 timestamps (first claim to last completion); for the loops, wall time of
@@ -184,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         url = bench_url(admin)
         rev = ""
         if "engine_before" in args.ways:
-            rev = args.before or rev_before_adding("tick/engine/wire.py", "raw_loop")
+            rev = args.before or rev_before_adding("bench/raw_loop.py", "raw_loop")
             site = install_before(rev, Path(scratch))
             old_url = before_url(site, BEFORE_DB, admin)
             measure["engine_before"] = lambda _: drain_fresh(

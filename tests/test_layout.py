@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.engine.spec",),  # what a run is given: below every part that uses it
     ("tick.engine.spans",),  # tracing (SPEC §21): the slots, flush and coordinator call it
     ("tick.engine.slots", "tick.engine.claims", "tick.engine.flush", "tick.engine.row",
-     "tick.engine.leases", "tick.engine.heartbeats", "tick.engine.wire", "tick.engine.ending",
+     "tick.engine.leases", "tick.engine.heartbeats",
      "tick.engine.parts", "tick.engine.maintain", "tick.engine.coordinator", "tick.engine.api",
      "tick.engine"),
     # The handlers: stores, then trees, then what the kinds share, then kinds.

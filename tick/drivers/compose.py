@@ -98,13 +98,9 @@ def engine_for(
     observer: Observer | None = None,
     maintenance: bool = True,
     connect: Connect | None = None,
-    overlap: bool | None = None,
 ) -> Engine:
     """The engine of a driver: it starts on `conn` (connected and migrated)
-    and opens later connections through `connect` (new ones by default).
-    With `overlap` (by default: when later connections are new ones) a
-    drain's round trips overlap on a second connection (decision 0037); a
-    driver that keeps one warm connection (the Lambda) opens no other."""
+    and opens later connections through `connect` (new ones by default)."""
     first = [conn]
     more = connect or connector(settings)
 
@@ -117,8 +113,6 @@ def engine_for(
         events=events,
         observer=observer,
         maintenance=maintenance_of(settings) if maintenance else None,
-        lane_connect=connector(settings) if (connect is None if overlap is None else overlap)
-        else None,
     )
 
 

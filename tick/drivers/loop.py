@@ -182,7 +182,7 @@ def run_loop(
         raise
     # Maintenance runs as its own part; the engine reconnects by itself.
     engine = engine_for(settings, conn, events=events, observer=metrics, maintenance=False,
-                        connect=connector(settings, purpose="tick-runner"), overlap=True)
+                        connect=connector(settings, purpose="tick-runner"))
     engines.append(engine)
     if on_engine is not None:
         on_engine(engine)

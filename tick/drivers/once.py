@@ -94,7 +94,6 @@ def _tick(
     # From connect on, nothing waits on the database past the deadline and
     # its grace, even a server that keeps its socket open and never answers.
     conn = open_database(settings, answer_by=deadline + DEADLINE_GRACE_SECS)
-    engine = None
     try:
         prepare_handlers(settings)
         engine = engine_for(settings, conn, events=StreamEvents(settings.log_format),
@@ -112,5 +111,3 @@ def _tick(
         return report
     finally:
         conn.close()
-        if engine is not None:
-            engine.close()  # and the second connection of a drain (decision 0037)

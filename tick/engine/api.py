@@ -23,7 +23,6 @@ from tick.engine.leases import Leases
 from tick.engine.registry import REGISTRY, Registry
 from tick.engine.slots import WAKE, SlotPool
 from tick.engine.spec import Connect, Maintenance, NullObserver, Observer, RunSpec
-from tick.engine.wire import Lane
 from tick.events import EventSink, NullEvents
 from tick.history import TickStart
 from tick.maintenance import DEFAULT_SCHEDULE_HISTORY_SECS, MaintenanceResult, run_maintenance
@@ -52,16 +51,9 @@ class Engine:
         events: EventSink | None = None,
         observer: Observer | None = None,
         maintenance: Maintenance | None = None,
-        lane_connect: Connect | None = None,
     ) -> None:
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
-        # Opens the second connection a drain's round trips overlap on
-        # (decision 0037); None: one connection, round trips one at a time.
-        self._lane_connect = lane_connect
-        self._lane_conn: psycopg.Connection[Any] | None = None
-        self._lanes: list[Lane] | None = None
-        self._answer_by: float | None = None  # the current run's bound on every exchange
         self.worker_id = worker_id
         self.registry = registry or REGISTRY
         self.events = events or NullEvents()
@@ -103,46 +95,11 @@ class Engine:
             with contextlib.suppress(Exception):  # broken already
                 old.close()
 
-    def lanes(self) -> list[Lane] | None:
-        """The two lanes a drain's round trips overlap on: the engine's
-        connection and a second one, opened on first use; None if the
-        engine was given no way to open one."""
-        if self._lane_connect is None:
-            return None
-        if self._lanes is None:
-            self._lanes = [
-                Lane(lambda: self.conn, self.outbox, self.events, f"{self.worker_id}-wire-0"),
-                Lane(self._second, self.outbox, self.events, f"{self.worker_id}-wire-1")]
-        for lane in self._lanes:
-            lane.events = self.events  # a driver may swap them between runs
-        return self._lanes
-
-    def _second(self) -> psycopg.Connection[Any]:
-        """The second lane's connection (its thread's), reopened once lost."""
-        from tick.watchdog import watch
-
-        conn = self._lane_conn
-        if conn is None or conn.closed or conn.broken:
-            assert self._lane_connect is not None
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
-            conn = self._lane_conn = self._lane_connect()
-        watch(conn, answer_by=self._answer_by)
-        return conn
-
     def close(self) -> None:
-        """Close the connections; the next run opens others."""
+        """Close the connection; the next run opens another."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        for lane in self._lanes or []:
-            lane.stop()
-        self._lanes = None
-        if self._lane_conn is not None:
-            with contextlib.suppress(Exception):
-                self._lane_conn.close()
-            self._lane_conn = None
 
     def wake(self) -> None:
         """Look for work now (a NOTIFY arrived, or a stop was requested)."""
@@ -161,15 +118,11 @@ class Engine:
             return Coordinator(self, spec, stop or threading.Event()).run()
         conn = self.conn
         before = getattr(conn, "answer_by", None)
-        self._answer_by = spec.deadline + DEADLINE_GRACE_SECS
-        watch(conn, answer_by=self._answer_by)
+        watch(conn, answer_by=spec.deadline + DEADLINE_GRACE_SECS)
         try:
             return Coordinator(self, spec, stop or threading.Event()).run()
         finally:
             watch(conn, answer_by=before)
-            self._answer_by = None
-            if self._lane_conn is not None:
-                watch(self._lane_conn, answer_by=None)
 
     def slot_name(self, n: int) -> str:
         return f"{self.worker_id}-{n}"

@@ -38,9 +38,6 @@ class Claims:
         self._leases_json = leases_json  # kind -> its own lease, for the claim statement
         self.free = slots  # slot names without a job; the last ones are claimed first
         self.claimed = 0  # jobs claimed in this run (what max_jobs counts)
-        # Slots asked for by claims sent and not yet answered (decision 0037:
-        # two may be in flight); they are back in `free` unless taken.
-        self.asking = 0
         self.ended: StopReason | None = None  # why claiming ended; None while it goes on
         # Continuous mode: the queue came back empty, so no claim before this
         # instant unless a wake-up (NOTIFY, stop) clears it. Also any run
@@ -63,11 +60,8 @@ class Claims:
             return self.cursor.left(now)
         return dict(NO_SEED)
 
-    def request(self, now: float, riding: bool = False,
-                most: int | None = None) -> ClaimRequest | None:
-        """The claim to send now, or None (nothing free, idle, or ended),
-        for at most `most` slots if given; its slots are held until the
-        claim is answered (`took`) or lost (`lost`).
+    def request(self, now: float, riding: bool = False) -> ClaimRequest | None:
+        """The claim to send now, or None (nothing free, idle, or ended).
         A run whose queue drained still claims with each flush of outcomes
         (`riding`): an outcome may make a waiting child ready in the same
         transaction (SPEC §20), and the claim beside it takes the child."""
@@ -79,18 +73,14 @@ class Claims:
         if left < MIN_CLAIM_SECS:
             self.ended = "deadline"
             return None
-        want = len(self.free) if most is None else min(len(self.free), most)
+        want = len(self.free)
         if spec.max_jobs is not None:
-            want = min(want, spec.max_jobs - self.claimed - self.asking)
+            want = min(want, spec.max_jobs - self.claimed)
             if want <= 0:
-                if not self.asking:  # else the claim in flight may come back short
-                    self.ended = "max_jobs"
+                self.ended = "max_jobs"
                 return None
-        slots = self.free[-want:]
-        del self.free[-want:]
-        self.asking += want
         return ClaimRequest(
-            slots=slots,
+            slots=self.free[-want:],
             lease_secs=float(spec.lease_secs),
             cap_secs=float(spec.lease_secs) if math.isinf(left) else left,
             leases_json=self._leases_json,
@@ -110,8 +100,7 @@ class Claims:
         if self.ended == "drained":
             self.ended = None  # a claim rode a flush: drained again only if it is short
         taken = {row.slot for row in rows}
-        self.asking -= len(request.slots)
-        self.free.extend(name for name in request.slots if name not in taken)
+        self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)
         self.held_back = held_back and len(rows) < len(request.slots)
         if self.held_back:
@@ -122,11 +111,6 @@ class Claims:
                 self.idle_until = time.monotonic() + self._spec.poll_interval_s
             else:
                 self.ended = "drained"
-
-    def lost(self, request: ClaimRequest) -> None:
-        """A claim's round trip failed: it took nothing, its slots are free."""
-        self.asking -= len(request.slots)
-        self.free.extend(request.slots)
 
     def release(self, slot: str) -> None:
         """A job left `slot` (recorded or abandoned): it may be claimed for again."""

@@ -3,10 +3,14 @@
 It owns the connection for the run and turns, until the run is over: record
 the outcomes that arrived and claim as many jobs as slots are free, in one
 round trip (`flush`, `claims`) with the lease renewals due (`leases`,
-SPEC §26), in a drain two at a time (`wire`, decision 0037); hand the
-claimed jobs to the slots (`slots`); wait for the next outcome, heartbeat,
-wake-up, renewal or deadline. It calls the other parts and they return
-values; none of them calls back. Deadlines, stops and fences: `ending`.
+SPEC §26); hand the claimed jobs to the slots (`slots`); wait for the next
+outcome, heartbeat, wake-up, renewal or deadline. It calls the other parts
+and they return values; none of them calls back.
+
+Deadlines are the coordinator's, not the handler's: a job still running at
+its deadline is recorded as a fenced `Retry("deadline exceeded")` and its
+handler abandoned (Python cannot kill a thread); the context refuses its
+later writes and its slot gets a fresh thread. See docs/decisions/0002.
 """
 
 from __future__ import annotations
@@ -23,20 +27,18 @@ from tick.db import as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext
-from tick.engine.ending import Ending
 from tick.engine.flush import Flush, send, settle
 from tick.engine.heartbeats import Heartbeats
-from tick.engine.leases import FENCE_CHECK_SECS, Leases
+from tick.engine.leases import FENCE_CHECK_SECS, LEASE_LOST_ERROR, Leases, fence_check
 from tick.engine.maintain import maintain
 from tick.engine.outcomes import error_text
 from tick.engine.parts import EngineParts
 from tick.engine.row import HistoryRow
-from tick.engine.slots import WAKE, Heartbeat, Run
+from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.engine.spec import RunSpec
-from tick.engine.wire import Exchange, Wire, plain
 from tick.errors import DatabaseError
 from tick.history import Tail
-from tick.queue import ClaimedRow, ClaimRequest, RoundTrip
+from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
 from tick.words import Record, StopReason
 
@@ -46,7 +48,7 @@ MAX_WAIT_SECS = 0.5
 GATHER_SECS = 0.002
 
 
-class Coordinator(Ending):
+class Coordinator:
     """The state of one `Engine.run`. Every field is written and read by the
     coordinator thread only, unless its comment says otherwise."""
 
@@ -70,7 +72,6 @@ class Coordinator(Ending):
         self.row = HistoryRow(spec, self.claims.left)  # this run's history row (SPEC §16)
         self.leases = engine.leases = Leases(spec, enabled=spec.renew_leases)
         self.trace: spans.RunTrace | None = None  # the run's (a loop: stretch's) span, §21
-        self.wire = Wire(engine.lanes(), spec.concurrency)  # overlapping round trips (0037)
 
     # -- the loop -------------------------------------------------------------
 
@@ -109,29 +110,21 @@ class Coordinator(Ending):
         failing = self.leases.failing_since is not None
         if failing:
             self._give_up(now)
-        if self.wire.full():  # every lane has an exchange out: wait for an answer
-            self._wait(now)
-            return True
-        claim = None if failing else self.claims.request(now, riding=bool(self.flush),
-                                                         most=self.wire.most)
+        claim = None if failing else self.claims.request(now, riding=bool(self.flush))
         fence_due = now >= self.next_fence_check
-        alone = fence_due or now >= self.row.renew_at  # the engine's connection is needed
         going = bool(self.flush) or claim is not None or fence_due
         self.flush.writes.renewals = self.leases.pick(now, going)
         if self.flush or claim is not None:
-            self._round_trip(claim, alone)
-        if alone:
-            self._land_all()
+            self._round_trip(claim)
         if fence_due:
             self._check_fences(now)
         if now >= self.row.renew_at:
             self.row.keep_alive(self.engine.conn, now, self.engine.events)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
-        quiet = not self.running and not self.wire.in_flight
-        if quiet and not self.claims.may_claim_later():
+        if not self.running and not self.claims.may_claim_later():
             return False
-        if quiet and self.claims.idle(now) and not self.claims.held_back:
+        if not self.running and self.claims.idle(now) and not self.claims.held_back:
             self._report_stretch()
         self._wait(now)
         return True
@@ -229,7 +222,7 @@ class Coordinator(Ending):
         # little for the rest turns many small flushes (each a commit) into one,
         # and lets the next claim fill every slot that freed meanwhile.
         until = time.monotonic() + GATHER_SECS
-        while self.running and not self._send_now():
+        while self.running:
             left = until - time.monotonic()
             try:
                 message = outbox.get(timeout=left) if left > 0 else outbox.get_nowait()
@@ -237,21 +230,11 @@ class Coordinator(Ending):
                 return
             self._accept(message)
 
-    def _send_now(self) -> bool:
-        """A lane is free for a drain's next claim and half the slots are:
-        it goes now (decision 0037), not after a gather."""
-        most, claims, limit = self.wire.most, self.claims, self.spec.max_jobs
-        return (most is not None and len(claims.free) >= most and claims.ended is None
-                and (limit is None or claims.claimed + claims.asking < limit)
-                and self.wire.free() is not None)
-
     def _accept(self, message: Any) -> None:
         if message is WAKE:
             self.claims.wake()
         elif isinstance(message, Heartbeat):
             self.heartbeats.queue(message)
-        elif isinstance(message, Exchange):
-            self._landed(message)
         else:
             self._finished(message)
 
@@ -281,16 +264,9 @@ class Coordinator(Ending):
         self.report.rescued, self.report.pruned = report.rescued, report.pruned
         self.report.fired = report.fired
 
-    def _round_trip(self, claim: ClaimRequest | None, alone: bool = False) -> None:
+    def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()
-        lane = None if alone or not plain(batch) else self.wire.free()
-        if lane is not None and claim is not None:
-            # Overlapped: outcomes and a claim while the last one came back
-            # full, so no tail (the run goes on; should this claim come back
-            # empty with nothing left to run, the run's end writes the row).
-            self.wire.submit(lane, Exchange(lane, batch, claim, time.monotonic()))
-            return
-        self._land_all()  # inline: on the engine's connection, nothing else out
+        asked = batch.writes.renewals
         sent = time.monotonic()
         conn = self.engine.conn
         closing = self._foresee(claim, batch)
@@ -301,44 +277,15 @@ class Coordinator(Ending):
             result = send(conn, batch, claim, self.engine.events,
                           closing[0] if closing is not None else opening)
         except Exception as error:
-            self._lost(batch, claim)
+            batch.writes.renewals = []  # picked again, with fresh lengths, next time
+            self.flush.put_back(batch)
+            self.leases.failed(time.monotonic(), asked)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:
             self.row.wrote(closing[1])
         elif opening is not None and result.tail_id is not None:
             self.row.opened(result.tail_id, sent)
             self.engine.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
-        self._answered(conn, batch, claim, result, sent)
-
-    def _lost(self, batch: Flush, claim: ClaimRequest | None) -> None:
-        """A round trip failed: its outcomes wait for the next, its claim took nothing."""
-        asked = batch.writes.renewals
-        batch.writes.renewals = []  # picked again, with fresh lengths, next time
-        self.flush.put_back(batch)
-        if claim is not None:
-            self.claims.lost(claim)
-        self.leases.failed(time.monotonic(), asked)
-
-    def _landed(self, exchange: Exchange) -> None:
-        """An overlapped round trip answered (its lane's connection idle till then)."""
-        self.wire.landed(exchange)
-        if exchange.error is not None:
-            self._lost(exchange.batch, exchange.claim)
-            self._land_all()  # no lane uses a connection while the run recovers
-            raise as_database_error(exchange.error, "recording outcomes and claiming",
-                                    exchange.conn) from None
-        assert exchange.result is not None
-        self._answered(exchange.conn, exchange.batch, exchange.claim, exchange.result,
-                       exchange.sent)
-
-    def _land_all(self) -> None:
-        """Wait for every overlapped round trip and settle it."""
-        while self.wire.in_flight:
-            self._accept(self.engine.outbox.get())
-
-    def _answered(self, conn: Any, batch: Flush, claim: ClaimRequest | None,
-                  result: RoundTrip, sent: float) -> None:
-        asked = batch.writes.renewals
         try:
             settle(conn, batch.written, result.recorded, self.report, self.engine.events,
                    self.engine.observer)
@@ -350,7 +297,6 @@ class Coordinator(Ending):
                                self.leases)
         if claim is not None:
             self.claims.took(claim, result.claimed, result.held_back, result.mark)
-            self.wire.took(claim, len(result.claimed))
             self._dispatch(result.claimed, sent, result.timeouts)
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float,
@@ -374,9 +320,6 @@ class Coordinator(Ending):
                              self.engine.dsn, fixed=bool(timeout))
             run = Run(row, ctx, handler, self.engine.jitter(row.slot), self.trace)
             self.running[row.id] = run
-            if self.stopping_since is not None:  # claimed by a round trip out at the stop
-                ctx.cancel(stopping=True,
-                           grace_end=self.stopping_since + self.spec.stop_grace_secs)
             if handler is None:
                 run.span = self.trace.start_job(row) if self.trace is not None else None
                 run.outcome = (Record.FAIL, error_text(
@@ -397,3 +340,61 @@ class Coordinator(Ending):
         self.claims.release(run.row.slot)
         assert run.outcome is not None
         self.flush.record(run, *run.outcome)
+
+    # -- deadlines, stop, fences, leases ---------------------------------------
+
+    def _expire(self, now: float) -> None:
+        grace_over = (self.stopping_since is not None
+                      and now >= self.stopping_since + self.spec.stop_grace_secs)
+        soonest = math.inf
+        for run in list(self.running.values()):
+            if grace_over:  # handed back; with its checkpoint, as a Continue (SPEC §17)
+                self._abandon(run, Record.CONTINUE if run.checkpointed else Record.RELEASE,
+                              None, 0.0, None)
+            elif run.ctx.monotonic_deadline <= now:
+                self._abandon(run, *cut_at_deadline(run, handler_stack(run)))
+                if self.spec.deadline is not None:
+                    self.deadline_cuts += 1
+            else:
+                soonest = min(soonest, run.ctx.monotonic_deadline)
+        self.next_expiry = soonest
+
+    def _abandon(self, run: Run, record: Record, detail: str | None, delay: float,
+                 where: str | None) -> None:
+        run.ctx.abandon()
+        del self.running[run.row.id]
+        self.leases.forget(run.row.id)
+        self.engine.pool.abandon(run)
+        self.claims.release(run.row.slot)
+        self.flush.record(run, record, detail, delay, where)
+
+    def _abandon_all(self, error: DatabaseError) -> None:
+        for run in list(self.running.values()):
+            run.ctx.abandon()
+            self.engine.pool.abandon(run)
+            spans.abandoned(run.span)
+        self.running.clear()
+        self.trace = spans.finish(self.trace, None, error)
+        self.flush.release_heartbeats()
+
+    def _begin_stop(self, now: float) -> None:
+        self.stopping_since = now
+        self.claims.stop()
+        grace_end = now + self.spec.stop_grace_secs
+        for run in self.running.values():
+            run.ctx.cancel(stopping=True, grace_end=grace_end)
+
+    def _check_fences(self, now: float) -> None:
+        self.next_fence_check = now + FENCE_CHECK_SECS
+        fence_check(self.engine.conn, self.running, time.perf_counter())
+
+    def _give_up(self, now: float) -> None:
+        """Cancel the runs whose leases went unrenewed for half their length
+        while renewals failed: recorded as a Retry if the database answers
+        again in time, else left to rescue (SPEC §26)."""
+        for run in self.leases.given_up(now):
+            if run.row.id in self.running:
+                self.engine.events.log("warning", "lease_given_up", job_id=run.row.id,
+                                       kind=run.row.kind)
+                self._abandon(run, Record.RETRY, LEASE_LOST_ERROR,
+                              run.jitter.delay(run.row.attempts - 1), None)

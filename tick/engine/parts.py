@@ -15,7 +15,6 @@ from tick.engine.leases import Leases
 from tick.engine.registry import Registry
 from tick.engine.slots import SlotPool
 from tick.engine.spec import Maintenance, Observer
-from tick.engine.wire import Lane
 from tick.events import EventSink
 
 if TYPE_CHECKING:
@@ -42,8 +41,6 @@ class EngineParts(Protocol):
     def conn(self) -> psycopg.Connection[Any]: ...
 
     def reconnect(self) -> None: ...
-
-    def lanes(self) -> list[Lane] | None: ...  # for round trips that overlap (0037)
 
     def dsn(self) -> str: ...  # for a handler's own reads (SPEC §20)
 

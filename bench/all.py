@@ -4,7 +4,8 @@ reference, ratio and target (the targets of the performance work).
     python -m bench.all [--quick]
 
 Runs, one after the other on the same machine: pgbench's own claim +
-fenced-complete loop, drain, enqueue, the empty tick, the warm Lambda,
+fenced-complete loop, drain, the raw loops beside pgbench and the drain on a
+server of their own (bench.raw_loop), enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, tracing's cost, the console's
 pages on 1M jobs, lease renewals, fairness across keys, and the drain and
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     plan: list[tuple[str, list[str]]] = [
         ("pgbench", ["--batches", "256", "--secs", "5" if q else "10"]),
         ("drain", [*runs, "--jobs", "5000" if q else "20000"]),
+        # Decision 0037: on a server of its own with production defaults.
+        ("raw_loop", ["--rounds", "3" if q else "9", "--jobs", "5000" if q else "20000"]),
         ("enqueue", [*runs, "--jobs", "50000" if q else "200000"]),
         ("empty_tick", ["--runs", "3" if q else "7"]),
         ("lambda_warm", ["--invocations", "300" if q else "2000", "--runs", "3" if q else "7"]),
@@ -110,6 +113,24 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
     ("drain, jobs/s, vs pgbench loop at batch 256",
      lambda g: g["drain"]["drain_jobs_per_s"], lambda g: g["pgbench"]["batch_256_jobs_per_s"],
      ">= 0.92", lambda r: r >= 0.92, ""),
+    # bench.raw_loop (decision 0037): interleaved rounds, medians, own server.
+    ("drain, jobs/s, vs pgbench's loop on the same jobs (raw_loop, medians)",
+     lambda g: g["raw_loop"]["engine_jobs_per_s"]["median"],
+     lambda g: g["raw_loop"]["pgbench_jobs_per_s"]["median"], ">= 0.92", lambda r: r >= 0.92, ""),
+    ("drain, jobs/s, vs a raw psycopg loop on two connections (a Python client's limit)",
+     lambda g: g["raw_loop"]["engine_jobs_per_s"]["median"],
+     lambda g: g["raw_loop"]["raw_overlapped_jobs_per_s"]["median"], ">= 0.9",
+     lambda r: r >= 0.9, ""),
+    ("raw psycopg loop over awc's statements, one connection, vs pgbench's loop",
+     lambda g: g["raw_loop"]["raw_serial_jobs_per_s"]["median"],
+     lambda g: g["raw_loop"]["pgbench_jobs_per_s"]["median"], "(reported)", lambda r: True, ""),
+    ("raw psycopg loop, two connections, vs one",
+     lambda g: g["raw_loop"]["raw_overlapped_jobs_per_s"]["median"],
+     lambda g: g["raw_loop"]["raw_serial_jobs_per_s"]["median"], "(reported)", lambda r: True, ""),
+    ("drain, jobs/s, now vs awc before bench.raw_loop",
+     lambda g: g["raw_loop"]["engine_jobs_per_s"]["median"],
+     lambda g: g["raw_loop"]["engine_before_jobs_per_s"]["median"], ">= 0.97",
+     lambda r: r >= 0.97, ""),
     ("enqueue, jobs/s, vs the server's COPY",
      lambda g: g["enqueue"]["enqueue_jobs_per_s"],
      lambda g: g["enqueue"]["server_ceiling_jobs_per_s"], ">= 0.95", lambda r: r >= 0.95, ""),

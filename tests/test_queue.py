@@ -284,3 +284,36 @@ def test_enqueue_many_copy_path_keeps_order_and_content(conn: psycopg.Connection
                 row["max_attempts"]) == (job["kind"], job["payload"], job["priority"],
                                          job["queue"], job["max_attempts"])
         assert (row["run_at"] == later) == ("run_at" in job)
+
+
+@pytest.mark.parametrize("values", [
+    [], ["plain"], ["a,b", 'say "hi"', "back\\slash", "{braces}", " spaced ", "NULL", ""],
+    [None, '{"k": "v \\" \\\\ ,}"}', None], ["ünïcødé", "tab\there", "new\nline"],
+])
+def test_an_array_literal_reads_back_as_the_values(
+    conn: psycopg.Connection[Any], values: list[str | None]
+) -> None:
+    """The claim's slots and the completions' tokens and results travel as one
+    array literal (tick.queue.array_literal, decision 0037): whatever the
+    text, the server reads back exactly the values."""
+    from tick.queue import array_literal
+
+    row = conn.execute("SELECT %s::text[]", (array_literal(values),)).fetchone()
+    assert row is not None and row[0] == values
+
+
+def test_completions_with_results_of_every_shape_land_by_literal(
+    conn: psycopg.Connection[Any],
+) -> None:
+    results = [None, '{"quote": "\\"", "slash": "\\\\", "comma": ",", "brace": "}"}', "[1, 2]",
+               '"NULL"', "null"]
+    ids = enqueue_many(conn, [{"kind": "k"}] * len(results))
+    claimed = round_trip(conn, Writes(), ClaimRequest(
+        [f"w-{n}" for n in range(len(ids))], 60.0, 60.0, "{}", None, None)).claimed
+    by_id = {row.id: row for row in claimed}
+    writes = Writes(complete=[(i, by_id[i].token, r) for i, r in zip(ids, results, strict=True)])
+    recorded = round_trip(conn, writes, None).recorded
+    assert sorted(recorded) == sorted(ids)
+    for job_id, result in zip(ids, results, strict=True):
+        stored = job_row(conn, job_id)["result"]
+        assert stored == (None if result is None else json.loads(result)), job_id

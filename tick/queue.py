@@ -132,6 +132,17 @@ class RoundTrip:
     # the claimed jobs whose producer set a timeout (SPEC §26): id -> secs
     timeouts: dict[int, float] = field(default_factory=dict)
 
+def array_literal(values: Sequence[str | None]) -> str:
+    """`values` as one PostgreSQL array literal (NULL for None, every other
+    element quoted), for a parameter the statement casts (`::text[]`,
+    `::uuid[]`, `::jsonb[]`): built once per exchange with one join instead
+    of psycopg's element by element, and sent as text to every statement
+    that takes it (decision 0037)."""
+    return "{" + ",".join(
+        "NULL" if v is None else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        for v in values) + "}"
+
+
 def _unzip(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     if not rows:
         return [[] for _ in range(width)]
@@ -163,8 +174,9 @@ def round_trip(
         conn.execute(sql("pin_plans"))
         if writes.complete:
             ids, tokens, results = _unzip(writes.complete, 3)
-            pending.append((Record.COMPLETE, conn.execute(
-                sql("complete_jobs"), {"ids": ids, "tokens": tokens, "results": results})))
+            pending.append((Record.COMPLETE, conn.execute(sql("complete_jobs"), {
+                "ids": "{" + ",".join(map(str, ids)) + "}", "tokens": array_literal(tokens),
+                "results": array_literal(results)})))
         if writes.retry:
             ids, tokens, errors, delays, tracebacks = _unzip(writes.retry, 5)
             pending.append((Record.RETRY, conn.execute(
@@ -201,7 +213,7 @@ def round_trip(
                 **NO_CURSOR,
                 **claim.cursor,
                 "queue": queues[0] if queues else None,
-                "slots": claim.slots,
+                "slots": array_literal(claim.slots),
                 "lease": claim.lease_secs,
                 "cap": claim.cap_secs,
                 "leases": claim.leases_json,
@@ -217,7 +229,7 @@ def round_trip(
             keyed_cur = conn.execute(sql("claim_keyed_jobs"), params)
             claim_cur = conn.execute(sql(name), params)
             if claim.read_timeouts:
-                timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": claim.slots})
+                timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": params["slots"]})
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}

@@ -151,10 +151,13 @@ def foreseen(report: TickReport, batch: Flush) -> TickReport:
     from dataclasses import replace
 
     ahead = replace(report)
+    ahead.completed += len(batch.writes.complete)  # the common case, counted at once
     for run, record in batch.written.values():
-        state = {Record.COMPLETE: "COMPLETED", Record.FAIL: "FAILED",
-                 Record.RETRY: retry_state(run.row.attempts, run.row.max_attempts)
-                 }.get(record, "PENDING")
+        if record is Record.COMPLETE:
+            continue
+        state = ("FAILED" if record is Record.FAIL
+                 else retry_state(run.row.attempts, run.row.max_attempts)
+                 if record is Record.RETRY else "PENDING")
         ahead.count(label_of(record, state))
     return ahead
 

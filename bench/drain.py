@@ -69,8 +69,10 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
     one that sets up tracing first)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
     path = str(ROOT) if awc_path is None else f"{awc_path}{os.pathsep}{ROOT}"
+    # PYTHONSAFEPATH: `-m` would put the working directory (this checkout)
+    # before PYTHONPATH, and the tick run would be this checkout's, not `awc_path`'s.
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
-               PYTHONPATH=path, AWC_TICK_MAX_SECS="600")
+               PYTHONPATH=path, PYTHONSAFEPATH="1", AWC_TICK_MAX_SECS="600")
     ticks = [subprocess.Popen(
         [*(awc or [sys.executable, "-m", "tick.cli"]), "tick", "--max-jobs", str(jobs),
          "--concurrency", str(concurrency), "--json"],
@@ -96,11 +98,29 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
 def drain_fresh(url: str, jobs: int, concurrency: int, site: str | None = None,
                 kind: str = "noop") -> float:
     """An empty queue, `jobs` jobs of `kind` enqueued, then drained by the
-    awc installed at `site` (None: this checkout): its jobs/s."""
+    awc installed at `site` (None: this checkout): its jobs/s. The jobs are
+    enqueued by that same awc: an older one's schema lacks columns this
+    checkout's enqueue writes."""
     with connect(url) as conn:
         reset(conn)
-        enqueue_noops(conn, jobs, kind=kind)
+        if site is None:
+            enqueue_noops(conn, jobs, kind=kind)
+    if site is not None:
+        subprocess.run([sys.executable, "-c", ENQUEUE_AT_SITE, url, str(jobs), kind],
+                       env={"PYTHONPATH": site, "PYTHONSAFEPATH": "1", "PATH": "/usr/bin:/bin"},
+                       check=True)
     return drain_prepared(url, jobs, concurrency, awc_path=site)
+
+
+# bench.common.enqueue_noops, as a script for another installation's producer.
+ENQUEUE_AT_SITE = """import sys
+from tick.db import connect
+from tick.producer import enqueue_many
+url, n, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with connect(url) as conn:
+    for start in range(0, n, 10_000):
+        enqueue_many(conn, [{"kind": kind}] * min(10_000, n - start))
+"""
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ WITH part AS MATERIALIZED (
                d.last_error, d.dedupe_key, d.created_at, now(), d.started_at, now(),
                d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid,
                d.timeout_secs, d.waiting, d.has_children, d.on_parent_failure,
-               d.trace_context, d.key)::awc.jobs AS r
+               d.trace_context, d.key, d.waited)::awc.jobs AS r
     FROM done AS d
 ), part_0 AS (
     INSERT INTO awc.jobs_done_0 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 0
@@ -46,5 +46,18 @@ WITH part AS MATERIALIZED (
     INSERT INTO awc.jobs_done_6 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 6
 ), part_7 AS (
     INSERT INTO awc.jobs_done_7 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 7
+), settled AS MATERIALIZED (
+    -- SPEC §20 (docs/decisions/0033, migration 0022): the completed parents
+    -- count their children down, and the jobs a producer waits for are
+    -- announced, in one call made only when the statement has either: jobs
+    -- with neither pay this one pass over their rows, nothing more.
+    SELECT awc.settle_completed(f.parents, f.waited) AS ready
+    FROM (SELECT array_agg((m.r).id ORDER BY (m.r).id) FILTER (WHERE (m.r).has_children)
+                     AS parents,
+                 array_agg((m.r).id ORDER BY (m.r).id) FILTER (WHERE (m.r).waited) AS waited
+          FROM moved AS m) AS f
+    WHERE f.parents IS NOT NULL OR f.waited IS NOT NULL
 )
 SELECT (m.r).id, (m.r).state FROM moved AS m
+-- Always true: it makes the statement run `settled`, which nothing else reads.
+WHERE (SELECT count(*) FROM settled) >= 0

@@ -171,8 +171,15 @@ def before_url(site: str, name: str, admin: str | None = None) -> str:
     url = make_conninfo(admin, dbname=name)
     subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
                     "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
-                   # PYTHONSAFEPATH: `-c` would import tick from the working
-                   # directory (this checkout) before the one at `site`.
-                   env={"PYTHONPATH": site, "PYTHONSAFEPATH": "1", "PATH": "/usr/bin:/bin"},
-                   check=True)
+                   env=site_env(site, {"PATH": "/usr/bin:/bin"}), check=True)
     return url
+
+
+def site_env(site: str | None, env: dict[str, str]) -> dict[str, str]:
+    """`env` for a Python process that imports awc from `site` (None: this
+    checkout), then this checkout (bench.kinds). PYTHONSAFEPATH: `python -c`
+    and `python -m` put the working directory first on sys.path, ahead of
+    PYTHONPATH, and run in this checkout they would import its tick instead
+    of the one at `site` (tests/test_bench_before.py)."""
+    path = str(ROOT) if site is None else f"{site}{os.pathsep}{ROOT}"
+    return {**env, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}

@@ -23,7 +23,16 @@ import sys
 import time
 from typing import Any
 
-from bench.common import ROOT, bench_url, enqueue_noops, machine, median, report, reset
+from bench.common import (
+    ROOT,
+    bench_url,
+    enqueue_noops,
+    machine,
+    median,
+    report,
+    reset,
+    site_env,
+)
 from tick.db import connect
 from tick.queue import ClaimRequest, Writes, round_trip
 
@@ -67,12 +76,9 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
     `awc_path` puts another installation of awc first (bench.limits: the
     one before); `awc` is the command that runs awc's CLI (bench.tracing:
     one that sets up tracing first)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
-    path = str(ROOT) if awc_path is None else f"{awc_path}{os.pathsep}{ROOT}"
-    # PYTHONSAFEPATH: `-m` would put the working directory (this checkout)
-    # before PYTHONPATH, and the tick run would be this checkout's, not `awc_path`'s.
+    env = site_env(awc_path, {k: v for k, v in os.environ.items() if not k.startswith("AWC_")})
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
-               PYTHONPATH=path, PYTHONSAFEPATH="1", AWC_TICK_MAX_SECS="600")
+               AWC_TICK_MAX_SECS="600")
     ticks = [subprocess.Popen(
         [*(awc or [sys.executable, "-m", "tick.cli"]), "tick", "--max-jobs", str(jobs),
          "--concurrency", str(concurrency), "--json"],
@@ -107,8 +113,7 @@ def drain_fresh(url: str, jobs: int, concurrency: int, site: str | None = None,
             enqueue_noops(conn, jobs, kind=kind)
     if site is not None:
         subprocess.run([sys.executable, "-c", ENQUEUE_AT_SITE, url, str(jobs), kind],
-                       env={"PYTHONPATH": site, "PYTHONSAFEPATH": "1", "PATH": "/usr/bin:/bin"},
-                       check=True)
+                       env=site_env(site, {"PATH": "/usr/bin:/bin"}), check=True)
     return drain_prepared(url, jobs, concurrency, awc_path=site)
 
 

@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         figures[f"{shape}_jobs_per_s"] = round(median(graph))
         figures[f"{shape}_independent_jobs_per_s"] = round(median(alone))
         figures[f"{shape}_ratio"] = round(median(graph) / median(alone), 3)
+        # The spread: each round's graph over the independent jobs beside it.
+        figures[f"{shape}_ratio_runs"] = [round(g / a, 3)
+                                          for g, a in zip(graph, alone, strict=True)]
         if latencies:
             figures[f"{shape}_latency_ms"] = round(median(latencies), 2)
     context: dict[str, Any] = {"children": args.children, "graph": args.graph,
@@ -183,7 +186,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 now.append(drain_fresh(url, args.jobs, 256))
         figures.update(independent_before_jobs_per_s=round(median(before)),
                        independent_now_jobs_per_s=round(median(now)),
-                       independent_now_over_before=round(median(now) / median(before), 3))
+                       independent_now_over_before=round(median(now) / median(before), 3),
+                       independent_ratio_runs=[round(n / b, 3)
+                                               for n, b in zip(now, before, strict=True)])
         context.update(before_rev=rev, jobs=args.jobs)
     with connect(url) as conn:
         context["machine"] = machine(conn)

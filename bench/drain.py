@@ -23,7 +23,16 @@ import sys
 import time
 from typing import Any
 
-from bench.common import ROOT, bench_url, enqueue_noops, machine, median, report, reset
+from bench.common import (
+    ROOT,
+    bench_url,
+    enqueue_noops,
+    machine,
+    median,
+    report,
+    reset,
+    site_env,
+)
 from tick.db import connect
 from tick.queue import ClaimRequest, Writes, round_trip
 
@@ -67,10 +76,9 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
     `awc_path` puts another installation of awc first (bench.limits: the
     one before); `awc` is the command that runs awc's CLI (bench.tracing:
     one that sets up tracing first)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
-    path = str(ROOT) if awc_path is None else f"{awc_path}{os.pathsep}{ROOT}"
+    env = site_env(awc_path, {k: v for k, v in os.environ.items() if not k.startswith("AWC_")})
     env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
-               PYTHONPATH=path, AWC_TICK_MAX_SECS="600")
+               AWC_TICK_MAX_SECS="600")
     ticks = [subprocess.Popen(
         [*(awc or [sys.executable, "-m", "tick.cli"]), "tick", "--max-jobs", str(jobs),
          "--concurrency", str(concurrency), "--json"],
@@ -96,11 +104,28 @@ def drain_prepared(url: str, jobs: int, concurrency: int, first_id: int = 1,
 def drain_fresh(url: str, jobs: int, concurrency: int, site: str | None = None,
                 kind: str = "noop") -> float:
     """An empty queue, `jobs` jobs of `kind` enqueued, then drained by the
-    awc installed at `site` (None: this checkout): its jobs/s."""
+    awc installed at `site` (None: this checkout): its jobs/s. The jobs are
+    enqueued by that same awc: an older one's schema lacks columns this
+    checkout's enqueue writes."""
     with connect(url) as conn:
         reset(conn)
-        enqueue_noops(conn, jobs, kind=kind)
+        if site is None:
+            enqueue_noops(conn, jobs, kind=kind)
+    if site is not None:
+        subprocess.run([sys.executable, "-c", ENQUEUE_AT_SITE, url, str(jobs), kind],
+                       env=site_env(site, {"PATH": "/usr/bin:/bin"}), check=True)
     return drain_prepared(url, jobs, concurrency, awc_path=site)
+
+
+# bench.common.enqueue_noops, as a script for another installation's producer.
+ENQUEUE_AT_SITE = """import sys
+from tick.db import connect
+from tick.producer import enqueue_many
+url, n, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with connect(url) as conn:
+    for start in range(0, n, 10_000):
+        enqueue_many(conn, [{"kind": kind}] * min(10_000, n - start))
+"""
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

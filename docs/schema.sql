@@ -52,6 +52,9 @@ CREATE TABLE awc.jobs (
     -- SPEC §23: the tenant or unit that shares the queue fairly with the
     -- others (docs/decisions/0034).
     key           text,
+    -- SPEC §20: a producer waits for this job's outcome (tick.wait marks it);
+    -- its completion is announced on awc_final only then (0033, 0022).
+    waited        boolean     NOT NULL DEFAULT false,
     CONSTRAINT jobs_state_check
         CHECK (state IN ('PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
@@ -343,41 +346,38 @@ CREATE TRIGGER jobs_notify_final AFTER UPDATE OF state ON awc.jobs
                        AND NEW.state IN ('COMPLETED', 'FAILED', 'CANCELLED'))
     EXECUTE FUNCTION awc.notify_final();
 
--- A completion moves its job into a finished part (SPEC §24, decision 0030):
--- an insert there, not an update of the state, is where a completed parent
--- settles its children and a waiter hears of the outcome.
--- Migration 0018: a fan-in is settled once per completion statement.
-CREATE FUNCTION awc.settle_completed() RETURNS trigger
+-- A completion moves its job into a finished part (SPEC §24, decision 0030).
+-- The completion statement (tick/sql/complete_jobs.sql) calls this once, only
+-- when a job it completed has children or a waiter (migration 0022): the
+-- completed parents count their children down, once per child, and the
+-- waiters hear of their jobs. Its statements take their own snapshots.
+CREATE FUNCTION awc.settle_completed(parents bigint[], waited bigint[]) RETURNS bigint
     LANGUAGE plpgsql AS $$
 DECLARE
     kids   bigint[];
     counts integer[];
-    ready  bigint;
+    ready  bigint := 0;
     ids    text;
 BEGIN
-    -- Retention carrying a still-needed parent into the current finished
-    -- part (tick/parts.py) re-inserts a job that was settled long ago.
-    IF current_setting('awc.carrying', true) = 'on' THEN
-        RETURN NULL;
+    -- A producer waiting for an outcome hears of the statement's completed
+    -- jobs it waits for in one notification, their ids joined by commas; a
+    -- list longer than a payload holds is sent empty (every waiter looks).
+    IF cardinality(waited) > 0 THEN
+        ids := array_to_string(waited, ',');
+        PERFORM pg_notify('awc_final', CASE WHEN length(ids) <= 7900 THEN ids ELSE '' END);
     END IF;
-    -- A producer waiting for an outcome (tick.wait, `awc wait`) hears of the
-    -- statement's completed jobs in one notification, their ids joined by
-    -- commas; a list longer than a payload holds is sent empty, which tells
-    -- every waiter to look again. One per statement, not one per job: the
-    -- completion is on the hot path.
-    SELECT string_agg(d.id::text, ',') INTO ids FROM done AS d;
-    IF ids IS NULL THEN
-        RETURN NULL;
+    IF coalesce(cardinality(parents), 0) = 0 THEN
+        RETURN 0;
     END IF;
-    PERFORM pg_notify('awc_final', CASE WHEN length(ids) <= 7900 THEN ids ELSE '' END);
+    -- Each child counted down once, by how many of its parents completed.
     SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id)
     INTO kids, counts
     FROM (SELECT e.child_id, count(*)::integer AS n
-          FROM done AS d JOIN awc.job_parents AS e ON e.parent_id = d.id
-          WHERE d.has_children
+          FROM awc.job_parents AS e
+          WHERE e.parent_id = ANY (parents)
           GROUP BY e.child_id) AS c;
     IF kids IS NULL THEN
-        RETURN NULL;  -- no completed job of this statement has a child
+        RETURN 0;
     END IF;
     -- Locked in id order, so two completions that share children queue
     -- instead of deadlocking; each then counts down under the child's lock.
@@ -392,26 +392,9 @@ BEGIN
     IF ready > 0 THEN
         PERFORM pg_notify('awc_jobs', '');  -- a waiting loop wakes for the child
     END IF;
-    RETURN NULL;
+    RETURN ready;
 END;
 $$;
-
-CREATE TRIGGER jobs_done_0_settle AFTER INSERT ON awc.jobs_done_0
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_1_settle AFTER INSERT ON awc.jobs_done_1
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_2_settle AFTER INSERT ON awc.jobs_done_2
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_3_settle AFTER INSERT ON awc.jobs_done_3
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_4_settle AFTER INSERT ON awc.jobs_done_4
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_5_settle AFTER INSERT ON awc.jobs_done_5
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_6_settle AFTER INSERT ON awc.jobs_done_6
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
-CREATE TRIGGER jobs_done_7_settle AFTER INSERT ON awc.jobs_done_7
-    REFERENCING NEW TABLE AS done FOR EACH STATEMENT EXECUTE FUNCTION awc.settle_completed();
 
 -- The plain-SQL way to declare a job's parents (SPEC §20), for producers in
 -- any language: in the transaction that inserted the child, before it

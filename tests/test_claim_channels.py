@@ -44,12 +44,11 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
                       {"finish_tick", "record_tick"}),
     "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
-    # Not the claim's: retention's carry of needed parents (decision 0030),
-    # read by the parts' settle trigger (awc.settle_completed, in the schema).
-    "awc.carrying": ({"carry_done_parents"}, set()),
 }
-# Channels read by a function of the schema, not by a statement file.
-SCHEMA_READS = {"awc.carrying": "awc.settle_completed"}
+# Channels read by a function of the schema, not by a statement file (none
+# since migration 0022: retention's carry no longer tells the parts' settle
+# trigger to stand aside, there is none).
+SCHEMA_READS: dict[str, str] = {}
 # The order `tick.queue.round_trip` sends them in (the claim is one of the two
 # claim_jobs variants; the tail, one of the history statements, goes last).
 ORDER = ["claim_limits", "claim_limited_jobs", "claim_keyed_jobs", "claim_jobs", "tail"]

@@ -266,3 +266,31 @@ def test_the_claims_timeout_read_probes_its_own_index(big: str) -> None:
     for text in (plan(big, sql("claimed_timeouts"), params, pinned=True),
                  generic_plan(big, "claimed_timeouts", params)):
         assert scans(text) == [("Index Scan", "jobs_timeout_claims_idx")], scans(text)
+
+
+def passed_walk(text: str) -> list[dict[str, Any]]:
+    """The scans of awc.jobs in the claim's `passed` CTE (the jobs due later
+    that the next cursor passes over, decision 0027)."""
+    from tests.support import nodes
+
+    ctes = [n for n in nodes(text) if n.get("Subplan Name") == "CTE passed"]
+    assert len(ctes) == 1, [n.get("Subplan Name") for n in nodes(text)]
+    return [n for n in nodes(json.dumps(ctes[0])) if n.get("Relation Name") == "jobs"]
+
+
+@pytest.mark.parametrize(("name", "index", "params"), [
+    ("claim_jobs", "jobs_ready_idx", CLAIM),
+    ("claim_jobs_in_queue", "jobs_ready_queue_idx", {**CLAIM, "queue": "q1"}),
+])
+def test_the_claims_passed_walk_is_bounded_on_its_ready_index(
+        big: str, name: str, index: str, params: dict[str, Any]) -> None:
+    """Each claim reads the ready jobs between its cursor and its next one
+    (SPEC §24): on the index in the walk's order, bounded on both sides, in
+    the custom and the generic plan. Another ready index (by queue, lane or
+    key) has the bounds only as a filter and reads every ready job on each
+    claim, which is what the generic plan chose once dependencies (SPEC §20)
+    put `waiting = 0` in every ready index's predicate."""
+    for text in (plan(big, sql(name), params, pinned=True), generic_plan(big, name, params)):
+        walk = passed_walk(text)
+        assert [n.get("Index Name") for n in walk] == [index], walk
+        assert "< ROW(" in walk[0]["Index Cond"] and "> ROW(" in walk[0]["Index Cond"], walk

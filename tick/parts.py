@@ -68,7 +68,6 @@ def rotate(conn: psycopg.Connection[Any], after_secs: float, lock_key: int) -> i
                 ident.SQL(sql("carry_done_parents")).format(**names))]
             conn.execute(ident.SQL(sql("forget_done_edges")).format(**names),
                          {"carried": carried})
-            conn.execute("SELECT set_config('awc.carrying', '', true)")
             conn.execute(ident.SQL("TRUNCATE {}").format(table))
             conn.execute(sql("leave_done_part"))
             conn.execute(sql("take_done_part"), {"slot": slot})

@@ -1,11 +1,12 @@
 """Waiting for jobs (SPEC §20): a producer's `wait` for one job's outcome,
 and a running job's view of its parents.
 
-`wait` LISTENs on `awc_final`, which triggers send with the ids of the jobs
-that become final (one notification per completion statement, one per
-failure or cancel), and reads the job only when its id arrives; a poll
-every few seconds covers a notification lost (a connection that dropped,
-a LISTEN that began after the job finished).
+`wait` LISTENs on `awc_final` and marks the job as waited for; the
+completion statement sends the ids of the marked jobs it completed (one
+notification per statement, none when no job of it is waited for) and a
+trigger one per failure or cancel. It reads the job only when its id
+arrives; a poll every few seconds covers a notification lost (a connection
+that dropped, a LISTEN that began after the job finished).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
     if listening:
         conn.execute(f"LISTEN {FINAL_CHANNEL}")
     try:
-        # Listening first, then reading: a job that becomes final between
-        # the two is seen by the read or announced to the listener.
+        if listening:  # marked as waited for, or its completion announces nothing
+            conn.execute(sql("mark_waited"), {"id": job_id})
+        # Listening and marked first, then reading: a job that becomes final
+        # before the mark is seen by the read, after it is announced.
         wanted = str(job_id)
         while True:
             outcome = _outcome(conn, job_id)

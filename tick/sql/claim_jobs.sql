@@ -166,7 +166,13 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
           AND (-j.priority::int, j.run_at, j.id) < (m.p, m.run_at, m.id)
           AND j.run_at > now()
           AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))) AS j
+          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+        -- In the walk's order, which only the ready index it walks gives (the
+        -- pin forbids a sort): bounded there by both cursors. Every ready
+        -- index has the same predicate since SPEC §20's `waiting = 0`, and
+        -- unordered the planner took one led by another column (queue, lane,
+        -- key), reading every ready job on each claim (tests/test_plans.py).
+        ORDER BY -j.priority::int, j.run_at, j.id) AS j
 ), rewind AS MATERIALIZED (
     SELECT f.p, f.run_at, f.id - 1 AS id, (SELECT min(run_at) FROM passed) AS due
     FROM (SELECT * FROM passed ORDER BY 1, 2, 3 LIMIT 1) AS f

@@ -11,7 +11,9 @@
 -- awc.jobs' order (`moved`), so a column added to awc.jobs without being
 -- added here fails this statement loudly instead of losing its value
 -- (tests/test_finished_parts.py holds the list to the table). With no
--- current part the statement deletes nothing.
+-- current part the statement deletes nothing. Each part's insert tests its
+-- slot once, before it reads a row: the seven parts that are not current
+-- read nothing (joined to `part`, each walked every completed row).
 WITH part AS MATERIALIZED (
     SELECT slot FROM awc.done_parts WHERE current
 ), done AS (
@@ -28,23 +30,44 @@ WITH part AS MATERIALIZED (
                d.last_error, d.dedupe_key, d.created_at, now(), d.started_at, now(),
                d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid,
                d.timeout_secs, d.waiting, d.has_children, d.on_parent_failure,
-               d.trace_context, d.key)::awc.jobs AS r
+               d.trace_context, d.key, d.waited)::awc.jobs AS r
     FROM done AS d
 ), part_0 AS (
-    INSERT INTO awc.jobs_done_0 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 0
+    INSERT INTO awc.jobs_done_0 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 0)
 ), part_1 AS (
-    INSERT INTO awc.jobs_done_1 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 1
+    INSERT INTO awc.jobs_done_1 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 1)
 ), part_2 AS (
-    INSERT INTO awc.jobs_done_2 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 2
+    INSERT INTO awc.jobs_done_2 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 2)
 ), part_3 AS (
-    INSERT INTO awc.jobs_done_3 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 3
+    INSERT INTO awc.jobs_done_3 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 3)
 ), part_4 AS (
-    INSERT INTO awc.jobs_done_4 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 4
+    INSERT INTO awc.jobs_done_4 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 4)
 ), part_5 AS (
-    INSERT INTO awc.jobs_done_5 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 5
+    INSERT INTO awc.jobs_done_5 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 5)
 ), part_6 AS (
-    INSERT INTO awc.jobs_done_6 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 6
+    INSERT INTO awc.jobs_done_6 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 6)
 ), part_7 AS (
-    INSERT INTO awc.jobs_done_7 SELECT (m.r).* FROM moved AS m, part WHERE part.slot = 7
+    INSERT INTO awc.jobs_done_7 SELECT (m.r).* FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM part WHERE part.slot = 7)
+), settled AS MATERIALIZED (
+    -- SPEC §20 (docs/decisions/0033, migration 0022): the completed parents
+    -- count their children down, and the jobs a producer waits for are
+    -- announced, in one call made only when the statement has either: jobs
+    -- with neither pay this one pass over their rows, nothing more.
+    SELECT awc.settle_completed(f.parents, f.waited) AS ready
+    FROM (SELECT array_agg((m.r).id ORDER BY (m.r).id) FILTER (WHERE (m.r).has_children)
+                     AS parents,
+                 array_agg((m.r).id ORDER BY (m.r).id) FILTER (WHERE (m.r).waited) AS waited
+          FROM moved AS m) AS f
+    WHERE f.parents IS NOT NULL OR f.waited IS NOT NULL
 )
 SELECT (m.r).id, (m.r).state FROM moved AS m
+-- Always true: it makes the statement run `settled`, which nothing else reads.
+WHERE (SELECT count(*) FROM settled) >= 0

@@ -653,7 +653,9 @@ $$;
 
 -- SPEC §17: the journal of a built-in closure walk that spans claims.
 CREATE TABLE awc.walk_marks (
-    job_id bigint NOT NULL REFERENCES awc.jobs (id) ON DELETE CASCADE,
+    -- No foreign key: a completion would cascade per job (migration 0024);
+    -- the prune sweeps the journals of jobs gone (prune_walk_marks.sql).
+    job_id bigint NOT NULL,
     digest text   NOT NULL,
     type   text   NOT NULL,
     status text   NOT NULL,

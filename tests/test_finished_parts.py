@@ -238,3 +238,23 @@ def test_retention_carries_a_parent_a_waiting_child_needs_and_drops_finished_edg
     assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (1,)
     edges = conn.execute("SELECT child_id, parent_id FROM awc.job_parents ORDER BY 1, 2").fetchall()
     assert edges == sorted([(child, done_parent), (child, slow_parent)])
+
+
+def test_a_completion_leaves_a_walk_journal_to_the_prune_and_a_live_one_stays(
+    conn: psycopg.Connection[Any]
+) -> None:
+    """SPEC §17 (migration 0024): the journal has no foreign key, so a
+    completion cascades nothing; the journal of a job that completed without
+    its walk's verdict deleting it is swept by the prune, a live job's kept."""
+    done_id = enqueue(conn, "noop", {})
+    live_id = enqueue(conn, "noop", {}, run_at=datetime.now(UTC) + timedelta(days=1))
+    for job_id in (done_id, live_id):
+        conn.execute("INSERT INTO awc.walk_marks (job_id, digest, type, status) "
+                     "SELECT %s, 'd' || n, 'blob', 'seen' FROM generate_series(1, 3) AS n",
+                     (job_id,))
+    run_all(conn, noop=lambda ctx, payload: None)
+    assert part_of(conn, done_id).startswith("awc.jobs_done_")
+    marks = "SELECT job_id, count(*) FROM awc.walk_marks GROUP BY 1 ORDER BY 1"
+    assert conn.execute(marks).fetchall() == [(done_id, 3), (live_id, 3)]
+    prune(conn, 7 * DAY, force=True)
+    assert conn.execute(marks).fetchall() == [(live_id, 3)]

@@ -171,6 +171,8 @@ def prune(
                     finished = True
                     break
         if finished:
+            # SPEC §17: journals their walk's verdict did not delete (0024).
+            conn.execute(sql("prune_walk_marks"), {"limit": PRUNE_BATCH})
             conn.execute(sql("prune_done"))
     return deleted
 

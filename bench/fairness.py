@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "drain_distinct_keys_jobs_per_s": _spread(got["keyed"]),
         "drain_no_keys_jobs_per_s": _spread(got["plain"]),
         "keys_over_no_keys": ratio("keyed", "plain"),
+        # Each round's own ratio (its two drains ran back to back): the spread.
+        "keys_over_no_keys_by_round": _spread(
+            [k / p for k, p in zip(got["keyed"], got["plain"], strict=True)], 3),
         "keys_target": ">= 0.9",
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),

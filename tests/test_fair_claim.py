@@ -26,6 +26,8 @@ def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
                            cursor=cursor.params(time.monotonic()))
     done = round_trip(conn, Writes(), request)
     cursor.moved(done.mark, time.monotonic())
+    if done.fair.key is not None:  # as tick/engine/claims.py keeps the key cursor
+        cursor.key_after = done.fair.key
     return [row.id for row in done.claimed]
 
 

@@ -31,7 +31,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
                AS keyed_limits,
            (SELECT coalesce(nullif(current_setting('awc.held_key_limits', true), ''), '{}'))::text[]
-               AS held_keys
+               AS held_keys,
+           (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
+               AS lane_claimed
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
@@ -134,19 +136,25 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                  LIMIT 1) AS e)
             LIMIT 1) AS h
         OFFSET 0) AS n
-    WHERE g.r < plan.want
-), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
-    SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
-           count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
-    FROM groups AS g
-    WHERE g.ready
+    WHERE g.r <= plan.want  -- one ready key more than the slots: is there a next one
+), found AS MATERIALIZED (
+    -- The keys with ready jobs the slots can serve, numbered in the walk's
+    -- order; `cap`, what round-robin could give each (see `seen`).
+    SELECT f.*, greatest((SELECT want FROM plan) - f.keys + 1, 1) AS cap
+    FROM (SELECT f.*, count(*) OVER (PARTITION BY f.p) AS keys
+          FROM (SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n, g.head, g.head_at,
+                       g.head_kind
+                FROM groups AS g
+                WHERE g.ready) AS f
+          WHERE f.n <= (SELECT want FROM plan)) AS f
 ), seen AS MATERIALIZED (
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
     -- One each (as many keys as slots) and no filter: the head the walk of
     -- keys found is that one, and nothing is read again.
     SELECT f.p, f.k, f.n, c.id, c.kind,
-           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
+           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r,
+           count(*) OVER (PARTITION BY f.n) = f.cap AS capped  -- it may hold more
     FROM found AS f, plan, LATERAL (
         SELECT f.head AS id, f.head_kind AS kind, f.head_at AS run_at
         WHERE f.keys >= plan.want AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
@@ -160,7 +168,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL
                     AND %(queues)s::text[] IS NULL)
          ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
-         LIMIT greatest(plan.want - f.keys + 1, 1))) AS c
+         LIMIT f.cap)) AS c
 ), ordered AS MATERIALIZED (
     -- Round-robin: priority first, then each key's first job, then each
     -- key's second, in the walk's order of keys.
@@ -267,22 +275,47 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
     -- The next key cursor: the last key served at the first priority served,
-    -- so the next claim starts with the key after it.
-    SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1
+    -- so the next claim starts with the key after it; when none was served
+    -- (a per-key limit held every key walked), past the keys walked, so the
+    -- next claim reaches the keys after them.
+    SELECT t.k
+    FROM (SELECT c.k, 0 AS o, c.p, c.n FROM chosen AS c
+          UNION ALL
+          SELECT f.k, 1, f.p, f.n FROM found AS f) AS t
+    ORDER BY t.o, t.p, t.n DESC
+    LIMIT 1
+), more AS MATERIALIZED (
+    -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
+    -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a
+    -- per-key limit kept a key's candidates out while a key served may hold
+    -- more than it read, or keys past the ones walked wait. The run claims
+    -- again rather than end drained (SPEC §6).
+    SELECT (SELECT count(*) FROM claimed) < (SELECT want FROM plan)
+           AND ((SELECT count(*) FROM locked) < (SELECT count(*) FROM chosen)
+                OR ((SELECT count(*) FROM ordered) > (SELECT count(*) FROM chosen)
+                    AND ((SELECT count(*) FROM groups WHERE ready) > (SELECT want FROM plan)
+                         OR EXISTS (SELECT 1 FROM seen AS s
+                                    WHERE s.capped AND s.id IN (SELECT id FROM chosen))))) AS more
 )
 -- The claimed jobs, then one row (id null) with the next key cursor (null:
--- keep the cursor) and whether a per-key limit held ready jobs back (added
--- to step 2's answer, in `awc.held_back` too). How many this step claimed
--- (-1: it did not claim) goes to the plain walk after it, which then claims
--- nothing.
+-- keep the cursor), whether a per-key limit held ready jobs back (added to
+-- step 2's answer, in `awc.held_back` too), whether this step was the claim
+-- (`fair`: a keyed job was ready) and whether it came back short with ready
+-- jobs left (`more`). How many this step claimed (-1: it did not claim) goes
+-- to the plain walk after it, which then claims nothing; the transaction's
+-- count to the history statement (`awc.claimed`, as the walk leaves it): the
+-- engine sends no walk after a fair claim when the last claim was one too.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back
+       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
+       NULL::boolean AS fair, NULL::boolean AS more
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT k FROM turn), h.held_back
+       (SELECT k FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more)
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)
       IS NOT NULL
+  AND set_config('awc.claimed', ((SELECT lane_claimed FROM limited)
+                                 + (SELECT count(*) FROM claimed))::text, true) IS NOT NULL
   AND (NOT h.held_back OR set_config('awc.held_back', 'true', true) IS NOT NULL)

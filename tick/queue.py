@@ -113,16 +113,18 @@ class ClaimRequest:
     # Read the claimed jobs' own timeouts with the claim (SPEC §26); off only
     # when the engine runs without renewals (bench/leases.py's reference).
     read_timeouts: bool = True
-    # The last claim was the fair claim (SPEC §23): send it without the plain
-    # walk after it, which would claim nothing (decision 0034).
+    # The last claim was the fair claim, or found a keyed job ready (SPEC
+    # §23): send the fair claim, without the plain walk after it; else its
+    # gate, then the walk (decision 0034).
     fair: bool = False
 
 
 class FairAnswer(NamedTuple):
     """What the fair claim (SPEC §23) said besides its jobs."""
 
-    claimed: bool = False  # it was the claim: a keyed job was ready (the next may skip the walk)
-    more: bool = False  # it came back short with ready jobs left: claim again, not drained
+    next: bool = False  # a keyed job was ready: send the next claim as the fair claim
+    more: bool = False  # the claim came back short with ready jobs left: not drained
+    again: bool = False  # and claim again at once (else shortly: it may be held)
     key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
 
 
@@ -238,11 +240,13 @@ def round_trip(
             # limited jobs with a newer snapshot, then the rest: fairly across
             # keys when a keyed job is ready (SPEC §23, decision 0034), else
             # by the plain walk.
-            # After a fair claim the walk is not sent: when no keyed job is
-            # ready any more, the answer says so and the next claim walks.
+            # The fair claim goes without the walk; its gate goes before it.
+            # When the one sent cannot claim, the answer says so and the next
+            # claim sends the other at once.
+            keyed = "claim_keyed_jobs" if claim.fair else "claim_keyed_gate"
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
-            keyed_cur = conn.execute(sql("claim_keyed_jobs"), params)
+            keyed_cur = conn.execute(sql(keyed), params)
             if not claim.fair:
                 claim_cur = conn.execute(sql(name), params)
             if claim.read_timeouts:
@@ -263,15 +267,22 @@ def round_trip(
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
     fair = NO_FAIR
-    for row in keyed_cur.fetchall() if keyed_cur is not None else ():
-        if row[0] is None:  # the key cursor, a per-key limit's held_back, fair, more
-            key_mark, held, ran, more = row[-4:]
-            held_back = held_back or bool(held)
-            # Sent without the walk, the fair claim did not claim: the walk must.
-            more = bool(more) or (claim is not None and claim.fair and not ran)
-            fair = FairAnswer(bool(ran), more, key_mark)
-        else:
-            claimed.append(ClaimedRow._make(row[:-4]))
+    if claim is not None and not claim.fair and keyed_cur is not None:
+        (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
+        fair = FairAnswer(next=ready, more=ready, again=ready)
+    elif keyed_cur is not None:
+        taken, key_mark, ran, more = 0, None, False, False
+        for row in keyed_cur.fetchall():
+            if row[0] is None:  # the key cursor, a per-key limit's held_back, ran, more
+                key_mark, held, ran, more = row[-4:]
+                held_back = held_back or bool(held)
+            else:
+                claimed.append(ClaimedRow._make(row[:-4]))
+                taken += 1
+        # Not the claim (no keyed job ready, or a limit may bind): the walk,
+        # not sent, must claim; else claim again at once if it took some.
+        fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
+                else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

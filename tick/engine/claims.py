@@ -101,10 +101,10 @@ class Claims:
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run
         claims again shortly, until its deadline (SPEC §18); or the fair
-        claim said ready jobs are left (`fair.more`, SPEC §23): then it
-        claims again at once, or shortly if this claim took nothing."""
+        claim or its gate said ready jobs are left (`fair.more`, SPEC §23):
+        then it claims again at once (`fair.again`) or shortly."""
         self.cursor.moved(mark, time.monotonic())
-        self.fair = fair.claimed
+        self.fair = fair.next
         if fair.key is not None:
             self.cursor.key_after = fair.key
         if self.ended == "drained":
@@ -115,9 +115,7 @@ class Claims:
         short = len(rows) < len(request.slots)
         self.held_back = (held_back or fair.more) and short
         if self.held_back:
-            # At once when the fair claim took some, or was not the claim
-            # (sent without the walk); shortly when it took none.
-            now = fair.more and not held_back and (bool(rows) or not fair.claimed)
+            now = fair.again and not held_back
             self.idle_until = time.monotonic() + (0.0 if now else min(
                 HELD_BACK_RETRY_SECS, self._spec.poll_interval_s))
         elif short:

@@ -64,7 +64,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AS ready
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                   -- SPEC §23: a key paused by its own limit (key:NAME at
+                   -- max_running 0) has nothing to give: the walk passes it
+                   -- by (a probe each, as many as such rows at most)
+                   SELECT 1 FROM awc.limits AS l
+                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
         FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0
@@ -99,7 +104,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AS ready
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                   -- SPEC §23: a key paused by its own limit (key:NAME at
+                   -- max_running 0) has nothing to give: the walk passes it
+                   -- by (a probe each, as many as such rows at most)
+                   SELECT 1 FROM awc.limits AS l
+                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
         FROM (
             -- The next key of this priority, in the same phase.
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
@@ -136,17 +146,15 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                  LIMIT 1) AS e)
             LIMIT 1) AS h
         OFFSET 0) AS n
-    WHERE g.r <= plan.want  -- one ready key more than the slots: is there a next one
+    WHERE g.r < plan.want
 ), found AS MATERIALIZED (
-    -- The keys with ready jobs the slots can serve, numbered in the walk's
-    -- order; `cap`, what round-robin could give each (see `seen`).
+    -- The keys with ready jobs, numbered in the walk's order; `cap`, what
+    -- round-robin could give each (see `seen`).
     SELECT f.*, greatest((SELECT want FROM plan) - f.keys + 1, 1) AS cap
-    FROM (SELECT f.*, count(*) OVER (PARTITION BY f.p) AS keys
-          FROM (SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n, g.head, g.head_at,
-                       g.head_kind
-                FROM groups AS g
-                WHERE g.ready) AS f
-          WHERE f.n <= (SELECT want FROM plan)) AS f
+    FROM (SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
+                 count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
+          FROM groups AS g
+          WHERE g.ready) AS f
 ), seen AS MATERIALIZED (
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
@@ -288,14 +296,13 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
     -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a
     -- per-key limit kept a key's candidates out while a key served may hold
-    -- more than it read, or keys past the ones walked wait. The run claims
-    -- again rather than end drained (SPEC §6).
+    -- more than its cap let this claim read. The run claims again rather
+    -- than end drained (SPEC §6).
     SELECT (SELECT count(*) FROM claimed) < (SELECT want FROM plan)
            AND ((SELECT count(*) FROM locked) < (SELECT count(*) FROM chosen)
                 OR ((SELECT count(*) FROM ordered) > (SELECT count(*) FROM chosen)
-                    AND ((SELECT count(*) FROM groups WHERE ready) > (SELECT want FROM plan)
-                         OR EXISTS (SELECT 1 FROM seen AS s
-                                    WHERE s.capped AND s.id IN (SELECT id FROM chosen))))) AS more
+                    AND EXISTS (SELECT 1 FROM seen AS s
+                                WHERE s.capped AND s.id IN (SELECT id FROM chosen)))) AS more
 )
 -- The claimed jobs, then one row (id null) with the next key cursor (null:
 -- keep the cursor), whether a per-key limit held ready jobs back (added to

@@ -159,7 +159,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
     -- One each (as many keys as slots) and no filter: the head the walk of
-    -- keys found is that one, and nothing is read again.
+    -- keys found is that one, and nothing is read again; else each key's
+    -- range is read from its head.
     SELECT f.p, f.k, f.n, c.id, c.kind,
            row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r,
            count(*) OVER (PARTITION BY f.n) = f.cap AS capped  -- it may hold more
@@ -171,6 +172,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
          FROM ONLY awc.jobs AS j
          WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
            AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+           -- from the head the walk found: no entry before it is a ready
+           -- job in this snapshot (under a pinned horizon, a claimed job's)
+           AND (j.run_at, j.id) >= (f.head_at, f.head)
            AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
            AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
            AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL

@@ -9,13 +9,16 @@ claimer's `Cursor`, as the engine does) against PostgreSQL.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import psycopg
 
+from tests.support import scans
 from tick.engine.cursor import Cursor
 from tick.queue import ClaimRequest, FairAnswer, Writes, round_trip
+from tick.statements import sql
 
 
 def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
@@ -169,3 +172,19 @@ def test_the_gate_hands_keyed_jobs_to_the_fair_claim_and_back(
     assert send(True) == ([], FairAnswer(next=False, more=True, again=True, key=None))
     more = enqueue(conn, 2, None)
     assert send(False) == (more, FairAnswer())
+
+
+def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
+    """The gate, sent with nearly every claim of a queue without keys, is
+    one probe of jobs_keyed_idx (decision 0034), as its generic plan."""
+    enqueue(conn, 500, None)
+    enqueue(conn, 3, "k")
+    conn.execute("ANALYZE awc.jobs")
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("claim_keyed_gate"),
+                           {"slots": ["s0"]}).fetchone()
+    assert row is not None
+    text = json.dumps(row[0])
+    assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text

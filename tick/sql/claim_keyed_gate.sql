@@ -7,14 +7,17 @@
 -- keyed job is taken outside the round-robin. Otherwise it leaves -1 and the
 -- walk claims as it did before keys existed. One row: whether a keyed job
 -- is ready.
+WITH g AS MATERIALIZED (  -- worked out once: the probe is read once
+    SELECT (cardinality(coalesce(nullif(current_setting('awc.limited_kinds', true), ''),
+                                 '{}')::text[])
+            + cardinality(coalesce(nullif(current_setting('awc.limited_queues', true), ''),
+                                   '{}')::text[]) = 0
+            OR coalesce(nullif(current_setting('awc.walk', true), ''), 'false')::boolean)
+           AND cardinality(%(slots)s::text[]) > 0
+           AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL
+                         AND j.run_at <= now()) AS go
+)
 SELECT g.go
-FROM (SELECT (cardinality(coalesce(nullif(current_setting('awc.limited_kinds', true), ''),
-                                   '{}')::text[])
-              + cardinality(coalesce(nullif(current_setting('awc.limited_queues', true), ''),
-                                     '{}')::text[]) = 0
-              OR coalesce(nullif(current_setting('awc.walk', true), ''), 'false')::boolean)
-             AND cardinality(%(slots)s::text[]) > 0
-             AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
-                         WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL
-                           AND j.run_at <= now()) AS go) AS g
+FROM g
 WHERE set_config('awc.keyed_claimed', CASE WHEN g.go THEN '0' ELSE '-1' END, true) IS NOT NULL

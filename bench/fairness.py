@@ -21,11 +21,18 @@ its runs:
   against awc at REV (by default the commit before
   migrations/0019_job_keys.sql was added), in a database that version
   migrated itself (target >= 0.97).
+- horizon (only with `--only horizon`: a look at a known cost, decision
+  0034's Consequences): `--horizon-slices` x `--horizon-slice-jobs` no-op
+  jobs over `--horizon-keys` keys, and the same without keys, each drained
+  slice by slice (one `awc tick` of `--horizon-slice-jobs` each) with the
+  horizon pinned from before the enqueue (bench.horizon's holder) and free,
+  four databases, slices interleaved: each slice's jobs/s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -47,7 +54,7 @@ from bench.common import (
     rev_before_adding,
 )
 from bench.drain import drain_fresh, drain_prepared
-from bench.horizon import cluster
+from bench.horizon import cluster, nothing_pinned, pinned_horizon
 from tick.db import connect
 from tick.producer import enqueue, enqueue_many
 
@@ -68,6 +75,55 @@ def drain_keyed(url: str, jobs: int, keys: int, concurrency: int) -> float:
             enqueue_many(conn, [{"kind": "noop", "key": f"tenant-{n % keys}" if keys else None}
                                 for n in range(start, min(jobs, start + 10_000))])
     return drain_prepared(url, jobs, concurrency)
+
+
+def tick_rate(url: str, jobs: int, concurrency: int) -> float:
+    """One `awc tick` of at most `jobs` jobs: its jobs/s by its own report."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="bench.kinds",
+               PYTHONPATH=str(ROOT), AWC_TICK_MAX_SECS="600")
+    done = subprocess.run([sys.executable, "-m", "tick.cli", "tick", "--max-jobs", str(jobs),
+                           "--concurrency", str(concurrency), "--json"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, check=True)
+    report_ = json.loads(done.stdout)
+    if report_["completed"] != jobs:
+        raise SystemExit(f"a slice completed {report_['completed']} of {jobs} jobs")
+    return float(report_["completed"]) / float(report_["duration_s"])
+
+
+def horizon(admin: str, slices: int, slice_jobs: int, keys: int,
+            concurrency: int) -> dict[str, list[float]]:
+    """Each side's jobs/s per slice: keyed or not, pinned or free."""
+    sides = {f"{k}_{p}": (bench_url(admin, f"awc_bench_fair_{k}_{p}"), k == "keys", p == "pinned")
+             for k in ("keys", "plain") for p in ("pinned", "free")}
+    holders = {}
+    for name, (url, keyed, pinned) in sides.items():
+        with connect(url) as conn:
+            reset(conn)
+        holders[name] = pinned_horizon(url) if pinned else nothing_pinned()
+        holders[name].__enter__()
+        with connect(url) as conn:
+            for start in range(0, slices * slice_jobs, 10_000):
+                enqueue_many(conn, [{"kind": "noop", "key": f"tenant-{n % keys}" if keyed
+                                     else None}
+                                    for n in range(start, min(slices * slice_jobs,
+                                                              start + 10_000))])
+            conn.execute("ANALYZE awc.jobs")
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    try:
+        for k in range(slices):  # interleaved, the order turning each slice
+            names = list(sides)
+            for name in names[k % len(names):] + names[:k % len(names)]:
+                rates[name].append(tick_rate(sides[name][0], slice_jobs, concurrency))
+            print(f"  slice {k + 1}/{slices}: "
+                  + ", ".join(f"{n} {r[-1]:.0f}" for n, r in rates.items()), flush=True)
+    finally:
+        for holder in holders.values():
+            holder.__exit__(None, None, None)
+        for url, _, _ in sides.values():
+            with connect(url) as conn:
+                reset(conn)
+    return rates
 
 
 def _loop(url: str, concurrency: int) -> subprocess.Popen[bytes]:
@@ -145,9 +201,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--database-url", help="a server to use instead of starting one")
-    parser.add_argument("--only", choices=("before", "keys", "latency"),
-                        help="run one of the three comparisons (a look, not the figure)")
+    parser.add_argument("--only", choices=("before", "keys", "latency", "horizon"),
+                        help="run one comparison (a look, not the figure)")
+    parser.add_argument("--horizon-slices", type=int, default=6)
+    parser.add_argument("--horizon-slice-jobs", type=int, default=8_000)
+    parser.add_argument("--horizon-keys", type=int, default=10)
     args = parser.parse_args(argv)
+    if args.only == "horizon":
+        with cluster(args.database_url) as (admin, server):
+            rates = horizon(admin, args.horizon_slices, args.horizon_slice_jobs,
+                            args.horizon_keys, args.concurrency)
+            with connect(bench_url(admin)) as conn:
+                context = {"machine": machine(conn), "server": server,
+                           "slices": args.horizon_slices,
+                           "slice_jobs": args.horizon_slice_jobs, "keys": args.horizon_keys,
+                           "concurrency": args.concurrency, "driver": "awc tick per slice",
+                           "holder": "bench.horizon's: REPEATABLE READ, from before the enqueue"}
+        figures: dict[str, Any] = {f"{name}_jobs_per_s": [round(r) for r in got]
+                                   for name, got in rates.items()}
+        for side in ("keys", "plain"):
+            figures[f"{side}_pinned_over_free"] = [
+                round(p / f, 3) for p, f in zip(rates[f"{side}_pinned"], rates[f"{side}_free"],
+                                                strict=True)]
+        report("fairness_horizon", figures, context)
+        return figures
     parts = {args.only} if args.only else {"before", "keys", "latency"}
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
@@ -195,10 +272,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "drain_distinct_keys_jobs_per_s": _spread(got["keyed"]),
         "drain_no_keys_jobs_per_s": _spread(got["plain"]),
         "keys_over_no_keys": ratio("keyed", "plain"),
+        # Each round's own ratio (its two drains ran back to back): the spread.
+        "keys_over_no_keys_by_round": _spread(
+            [k / p for k, p in zip(got["keyed"], got["plain"], strict=True)], 3),
         "keys_target": ">= 0.9",
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),
         "now_over_before": ratio("now", "before"),
+        "now_over_before_by_round": _spread(
+            [n / b for n, b in zip(got["now"], got["before"], strict=True)], 3),
         "before_target": ">= 0.97",
     }
     report("fairness", figures, context)

@@ -27,14 +27,19 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_kinds": ({"claim_limits"}, {"claim_limited_jobs"}),
     "awc.held_queues": ({"claim_limits"}, {"claim_limited_jobs"}),
     "awc.limited_kinds": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
-                                             "claim_jobs", "claim_jobs_in_queue"}),
+                                             "claim_keyed_gate", "claim_jobs",
+                                             "claim_jobs_in_queue"}),
     "awc.limited_queues": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
-                                              "claim_jobs", "claim_jobs_in_queue"}),
-    "awc.limited_claimed": ({"claim_limited_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
+                                              "claim_keyed_gate", "claim_jobs",
+                                              "claim_jobs_in_queue"}),
+    "awc.limited_claimed": ({"claim_limited_jobs"}, {"claim_keyed_jobs", "claim_jobs",
+                                                     "claim_jobs_in_queue"}),
     "awc.walk": ({"claim_limited_jobs"},
-                 {"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"}),
+                 {"claim_keyed_jobs", "claim_keyed_gate", "claim_jobs", "claim_jobs_in_queue"}),
     # SPEC §23 (decision 0034): the fair claim took the slots, or (-1) left them
-    "awc.keyed_claimed": ({"claim_keyed_jobs"}, {"claim_jobs", "claim_jobs_in_queue"}),
+    # (its gate: 0, a keyed job is ready and the fair claim is sent next)
+    "awc.keyed_claimed": ({"claim_keyed_jobs", "claim_keyed_gate"},
+                          {"claim_jobs", "claim_jobs_in_queue"}),
     # SPEC §23: the per-key limits step 1 holds, and whether any exists
     "awc.held_key_limits": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs"}),
     "awc.key_limited": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
@@ -42,7 +47,8 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     # SPEC §23: a per-key limit in the fair claim holds jobs back too
     "awc.held_back": ({"claim_limited_jobs", "claim_keyed_jobs"},
                       {"finish_tick", "record_tick"}),
-    "awc.claimed": ({"claim_jobs", "claim_jobs_in_queue"},
+    # SPEC §23: the fair claim too (the engine sends no walk after a fair claim)
+    "awc.claimed": ({"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
 }
 # Channels read by a function of the schema, not by a statement file (none
@@ -58,7 +64,8 @@ TAILS = {"finish_tick", "record_tick", "open_stretch"}
 def step(name: str) -> int:
     if name in TAILS:
         return ORDER.index("tail")
-    return ORDER.index("claim_jobs" if name == "claim_jobs_in_queue" else name)
+    same = {"claim_jobs_in_queue": "claim_jobs", "claim_keyed_gate": "claim_keyed_jobs"}
+    return ORDER.index(same.get(name, name))
 
 
 def uses() -> dict[str, tuple[set[str], set[str]]]:
@@ -96,16 +103,20 @@ def test_the_round_trip_sends_the_claim_in_the_declared_order() -> None:
     tree = ast.parse((ROOT / "tick" / "queue.py").read_text(encoding="utf-8"))
     body = next(n for n in ast.walk(tree)
                 if isinstance(n, ast.FunctionDef) and n.name == "round_trip")
-    sent: list[str] = []
+    calls: list[tuple[int, int, str]] = []  # in source order (a call may sit in an `if`)
     for node in ast.walk(body):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "sql" and node.args:
             arg = node.args[0]
             if isinstance(arg, ast.Constant):
-                sent.append(str(arg.value))
+                name = str(arg.value)
             elif isinstance(arg, ast.Name) and arg.id == "name":
-                sent.append("claim_jobs")
+                name = "claim_jobs"
+            elif isinstance(arg, ast.Name) and arg.id == "keyed":  # or its gate
+                name = "claim_keyed_jobs"
             else:
-                sent.append("tail")
+                name = "tail"
+            calls.append((node.lineno, node.col_offset, name))
+    sent = [name for _, _, name in sorted(calls)]
     claim = [s for s in sent if s in ORDER]
     assert claim == ORDER, sent
 

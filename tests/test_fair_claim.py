@@ -9,24 +9,35 @@ claimer's `Cursor`, as the engine does) against PostgreSQL.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import psycopg
 
+from tests.support import scans
 from tick.engine.cursor import Cursor
-from tick.queue import ClaimRequest, Writes, round_trip
+from tick.queue import ClaimRequest, FairAnswer, Writes, round_trip
+from tick.statements import sql
 
 
 def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
           kinds: list[str] | None = None) -> list[int]:
-    """One claim of up to `n` jobs from `cursor`, moved on as the engine does."""
-    request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0, cap_secs=60.0,
-                           leases_json="{}", kinds=kinds, queues=None,
-                           cursor=cursor.params(time.monotonic()))
-    done = round_trip(conn, Writes(), request)
-    cursor.moved(done.mark, time.monotonic())
-    return [row.id for row in done.claimed]
+    """One claim of up to `n` jobs from `cursor`, moved on as the engine does
+    (tick/engine/claims.py): the fair claim first; if it cannot claim (no
+    keyed job ready), the gate and the plain walk at once."""
+    fair = True
+    while True:
+        request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0,
+                               cap_secs=60.0, leases_json="{}", kinds=kinds, queues=None,
+                               cursor=cursor.params(time.monotonic()), fair=fair)
+        done = round_trip(conn, Writes(), request)
+        cursor.moved(done.mark, time.monotonic())
+        if done.fair.key is not None:
+            cursor.key_after = done.fair.key
+        if done.claimed or not done.fair.again or fair == done.fair.next:
+            return [row.id for row in done.claimed]
+        fair = done.fair.next
 
 
 def enqueue(conn: psycopg.Connection[Any], n: int, key: str | None, **columns: Any) -> list[int]:
@@ -134,3 +145,46 @@ def test_with_no_keyed_job_ready_the_plain_walk_claims(conn: psycopg.Connection[
     assert cursor.after[2] == ids[10] - 1
     assert conn.execute("SELECT current_setting('awc.keyed_claimed', true)").fetchone() in (
         (None,), ("",))
+
+
+def test_the_gate_hands_keyed_jobs_to_the_fair_claim_and_back(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """After a claim that was not fair, only the fair claim's gate is sent:
+    it finds a keyed job ready, so the walk takes nothing (no keyed job is
+    claimed outside the round-robin) and the answer asks for the fair claim
+    at once. That one is sent without the walk; once no keyed job is ready
+    it claims nothing and hands back to the walk, at once too."""
+    keyed = enqueue(conn, 3, "k")
+    plain = enqueue(conn, 3, None)
+
+    def send(fair: bool) -> tuple[list[int], FairAnswer]:
+        request = ClaimRequest(slots=[f"s{i}" for i in range(10)], lease_secs=60.0,
+                               cap_secs=60.0, leases_json="{}", kinds=None, queues=None,
+                               cursor=Cursor().params(time.monotonic()), fair=fair)
+        done = round_trip(conn, Writes(), request)
+        return [row.id for row in done.claimed], done.fair
+
+    assert send(False) == ([], FairAnswer(next=True, more=True, again=True))
+    got, answer = send(True)
+    assert sorted(got) == sorted(keyed + plain)
+    assert (answer.next, answer.more) == (True, False)
+    assert send(True) == ([], FairAnswer(next=False, more=True, again=True, key=None))
+    more = enqueue(conn, 2, None)
+    assert send(False) == (more, FairAnswer())
+
+
+def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
+    """The gate, sent with nearly every claim of a queue without keys, is
+    one probe of jobs_keyed_idx (decision 0034), as its generic plan."""
+    enqueue(conn, 500, None)
+    enqueue(conn, 3, "k")
+    conn.execute("ANALYZE awc.jobs")
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("claim_keyed_gate"),
+                           {"slots": ["s0"]}).fetchone()
+    assert row is not None
+    text = json.dumps(row[0])
+    assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text

@@ -240,7 +240,7 @@ def test_a_key_with_array_syntax_in_it_is_limited_like_any_other(
     cursor = Cursor()
     request = ClaimRequest(slots=[f"s{i}" for i in range(10)], lease_secs=60.0, cap_secs=60.0,
                            leases_json="{}", kinds=None, queues=None,
-                           cursor=cursor.params(time.monotonic()))
+                           cursor=cursor.params(time.monotonic()), fair=True)  # the fair claim
     done = round_trip(conn, Writes(), request)
     keys = [r[0] for r in conn.execute(
         "SELECT key FROM awc.jobs WHERE id = ANY (%s)", ([row.id for row in done.claimed],))]

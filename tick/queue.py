@@ -9,7 +9,6 @@ travels with the next claim in one pipelined round trip. The producer side
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -114,6 +113,22 @@ class ClaimRequest:
     # Read the claimed jobs' own timeouts with the claim (SPEC §26); off only
     # when the engine runs without renewals (bench/leases.py's reference).
     read_timeouts: bool = True
+    # The last claim was the fair claim, or found a keyed job ready (SPEC
+    # §23): send the fair claim, without the plain walk after it; else its
+    # gate, then the walk (decision 0034).
+    fair: bool = False
+
+
+class FairAnswer(NamedTuple):
+    """What the fair claim (SPEC §23) said besides its jobs."""
+
+    next: bool = False  # a keyed job was ready: send the next claim as the fair claim
+    more: bool = False  # the claim came back short with ready jobs left: not drained
+    again: bool = False  # and claim again at once (else shortly: it may be held)
+    key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
+
+
+NO_FAIR = FairAnswer()  # no fair claim sent, or it did not claim
 
 
 @dataclass(slots=True)
@@ -129,6 +144,7 @@ class RoundTrip:
     refused: dict[int, str] = field(default_factory=dict)
     held_back: bool = False  # ready jobs a global limit kept from the claim (SPEC §18)
     mark: str | None = None  # the claim's next cursor (JSON text), None if none was made
+    fair: FairAnswer = NO_FAIR
     # the claimed jobs whose producer set a timeout (SPEC §26): id -> secs
     timeouts: dict[int, float] = field(default_factory=dict)
 
@@ -224,10 +240,15 @@ def round_trip(
             # limited jobs with a newer snapshot, then the rest: fairly across
             # keys when a keyed job is ready (SPEC §23, decision 0034), else
             # by the plain walk.
+            # The fair claim goes without the walk; its gate goes before it.
+            # When the one sent cannot claim, the answer says so and the next
+            # claim sends the other at once.
+            keyed = "claim_keyed_jobs" if claim.fair else "claim_keyed_gate"
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
-            keyed_cur = conn.execute(sql("claim_keyed_jobs"), params)
-            claim_cur = conn.execute(sql(name), params)
+            keyed_cur = conn.execute(sql(keyed), params)
+            if not claim.fair:
+                claim_cur = conn.execute(sql(name), params)
             if claim.read_timeouts:
                 timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": params["slots"]})
         if tail is not None:
@@ -245,27 +266,34 @@ def round_trip(
             held_back = bool(row[-1])
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    key_mark = None
-    for row in keyed_cur.fetchall() if keyed_cur is not None else ():
-        if row[0] is None:  # the key cursor, and whether a per-key limit held jobs back
-            key_mark = row[-2]
-            held_back = held_back or bool(row[-1])
-        else:
-            claimed.append(ClaimedRow._make(row[:-2]))
+    fair = NO_FAIR
+    if claim is not None and not claim.fair and keyed_cur is not None:
+        (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
+        fair = FairAnswer(next=ready, more=ready, again=ready)
+    elif keyed_cur is not None:
+        taken, key_mark, ran, more = 0, None, False, False
+        for row in keyed_cur.fetchall():
+            if row[0] is None:  # the key cursor, a per-key limit's held_back, ran, more
+                key_mark, held, ran, more = row[-4:]
+                held_back = held_back or bool(held)
+            else:
+                claimed.append(ClaimedRow._make(row[:-4]))
+                taken += 1
+        # Not the claim (no keyed job ready, or a limit may bind): the walk,
+        # not sent, must claim; else claim again at once if it took some.
+        fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
+                else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:
             mark = row[-1]
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    if key_mark is not None and mark is not None:
-        # The fair claim's key cursor travels in the walk's mark (cursor.py).
-        mark = f'{mark[:-1]},"key":{json.dumps(key_mark)}}}'
     timeouts = dict(timeouts_cur.fetchall()) if timeouts_cur is not None else {}
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
                      tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,
-                     mark=mark, timeouts=timeouts)
+                     mark=mark, timeouts=timeouts, fair=fair)
 
 
 def record_each(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.engine.cursor import Cursor
 from tick.history import NO_SEED
-from tick.queue import ClaimedRow, ClaimRequest
+from tick.queue import NO_FAIR, ClaimedRow, ClaimRequest, FairAnswer
 from tick.words import StopReason
 
 if TYPE_CHECKING:
@@ -43,8 +43,11 @@ class Claims:
         # instant unless a wake-up (NOTIFY, stop) clears it. Also any run
         # whose last claim a global limit held back.
         self.idle_until = 0.0
-        self.held_back = False  # the last claim left ready jobs to a limit's room
+        # The last claim left ready jobs to a limit's room, or came back
+        # short with ready jobs left (the fair claim's `more`).
+        self.held_back = False
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
+        self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
 
     def seeded(self, seed: Sequence[Any] | None) -> None:
         """Start from the cursor the last run left (SPEC §24, cursor.py),
@@ -88,25 +91,34 @@ class Claims:
             queues=spec.queues,
             cursor=self.cursor.params(now),
             read_timeouts=spec.renew_leases,
+            fair=self.fair,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
-             held_back: bool = False, mark: str | None = None) -> None:
+             held_back: bool = False, mark: str | None = None,
+             fair: FairAnswer = NO_FAIR) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run
-        claims again shortly, until its deadline (SPEC §18)."""
+        claims again shortly, until its deadline (SPEC §18); or the fair
+        claim or its gate said ready jobs are left (`fair.more`, SPEC §23):
+        then it claims again at once (`fair.again`) or shortly."""
         self.cursor.moved(mark, time.monotonic())
+        self.fair = fair.next
+        if fair.key is not None:
+            self.cursor.key_after = fair.key
         if self.ended == "drained":
             self.ended = None  # a claim rode a flush: drained again only if it is short
         taken = {row.slot for row in rows}
         self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)
-        self.held_back = held_back and len(rows) < len(request.slots)
+        short = len(rows) < len(request.slots)
+        self.held_back = (held_back or fair.more) and short
         if self.held_back:
-            self.idle_until = time.monotonic() + min(HELD_BACK_RETRY_SECS,
-                                                     self._spec.poll_interval_s)
-        elif len(rows) < len(request.slots):
+            now = fair.again and not held_back
+            self.idle_until = time.monotonic() + (0.0 if now else min(
+                HELD_BACK_RETRY_SECS, self._spec.poll_interval_s))
+        elif short:
             if self._spec.continuous:
                 self.idle_until = time.monotonic() + self._spec.poll_interval_s
             else:

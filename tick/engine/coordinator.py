@@ -296,7 +296,7 @@ class Coordinator:
         self.heartbeats.answer(batch.heartbeats, sent, result.extended, result.refused,
                                self.leases)
         if claim is not None:
-            self.claims.took(claim, result.claimed, result.held_back, result.mark)
+            self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair)
             self._dispatch(result.claimed, sent, result.timeouts)
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float,

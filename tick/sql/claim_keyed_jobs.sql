@@ -31,7 +31,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            (SELECT coalesce(nullif(current_setting('awc.key_limited', true), ''), 'false'))::boolean
                AS keyed_limits,
            (SELECT coalesce(nullif(current_setting('awc.held_key_limits', true), ''), '{}'))::text[]
-               AS held_keys
+               AS held_keys,
+           (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
+               AS lane_claimed
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
@@ -62,7 +64,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AS ready
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                   -- SPEC §23: a key paused by its own limit (key:NAME at
+                   -- max_running 0) has nothing to give: the walk passes it
+                   -- by (a probe each, as many as such rows at most)
+                   SELECT 1 FROM awc.limits AS l
+                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
         FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0
@@ -97,7 +104,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AS ready
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                   -- SPEC §23: a key paused by its own limit (key:NAME at
+                   -- max_running 0) has nothing to give: the walk passes it
+                   -- by (a probe each, as many as such rows at most)
+                   SELECT 1 FROM awc.limits AS l
+                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
         FROM (
             -- The next key of this priority, in the same phase.
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
@@ -135,18 +147,23 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
             LIMIT 1) AS h
         OFFSET 0) AS n
     WHERE g.r < plan.want
-), found AS MATERIALIZED (  -- the keys with ready jobs, numbered in the walk's order
-    SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
-           count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
-    FROM groups AS g
-    WHERE g.ready
+), found AS MATERIALIZED (
+    -- The keys with ready jobs, numbered in the walk's order; `cap`, what
+    -- round-robin could give each (see `seen`).
+    SELECT f.*, greatest((SELECT want FROM plan) - f.keys + 1, 1) AS cap
+    FROM (SELECT g.p, g.k, row_number() OVER (ORDER BY g.i) AS n,
+                 count(*) OVER (PARTITION BY g.p) AS keys, g.head, g.head_at, g.head_kind
+          FROM groups AS g
+          WHERE g.ready) AS f
 ), seen AS MATERIALIZED (
     -- Each key's first ready jobs, unlocked: no more than round-robin could
     -- give it among its priority's keys (one each, the rest to one key).
     -- One each (as many keys as slots) and no filter: the head the walk of
-    -- keys found is that one, and nothing is read again.
+    -- keys found is that one, and nothing is read again; else each key's
+    -- range is read from its head.
     SELECT f.p, f.k, f.n, c.id, c.kind,
-           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r
+           row_number() OVER (PARTITION BY f.n ORDER BY c.run_at, c.id) AS r,
+           count(*) OVER (PARTITION BY f.n) = f.cap AS capped  -- it may hold more
     FROM found AS f, plan, LATERAL (
         SELECT f.head AS id, f.head_kind AS kind, f.head_at AS run_at
         WHERE f.keys >= plan.want AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
@@ -155,12 +172,15 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
          FROM ONLY awc.jobs AS j
          WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = f.p
            AND coalesce(j.key, '') = f.k AND j.run_at <= now()
+           -- from the head the walk found: no entry before it is a ready
+           -- job in this snapshot (under a pinned horizon, a claimed job's)
+           AND (j.run_at, j.id) >= (f.head_at, f.head)
            AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
            AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
            AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL
                     AND %(queues)s::text[] IS NULL)
          ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
-         LIMIT greatest(plan.want - f.keys + 1, 1))) AS c
+         LIMIT f.cap)) AS c
 ), ordered AS MATERIALIZED (
     -- Round-robin: priority first, then each key's first job, then each
     -- key's second, in the walk's order of keys.
@@ -267,22 +287,46 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
     -- The next key cursor: the last key served at the first priority served,
-    -- so the next claim starts with the key after it.
-    SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1
+    -- so the next claim starts with the key after it; when none was served
+    -- (a per-key limit held every key walked), past the keys walked, so the
+    -- next claim reaches the keys after them.
+    SELECT t.k
+    FROM (SELECT c.k, 0 AS o, c.p, c.n FROM chosen AS c
+          UNION ALL
+          SELECT f.k, 1, f.p, f.n FROM found AS f) AS t
+    ORDER BY t.o, t.p, t.n DESC
+    LIMIT 1
+), more AS MATERIALIZED (
+    -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
+    -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a
+    -- per-key limit kept a key's candidates out while a key served may hold
+    -- more than its cap let this claim read. The run claims again rather
+    -- than end drained (SPEC §6).
+    SELECT (SELECT count(*) FROM claimed) < (SELECT want FROM plan)
+           AND ((SELECT count(*) FROM locked) < (SELECT count(*) FROM chosen)
+                OR ((SELECT count(*) FROM ordered) > (SELECT count(*) FROM chosen)
+                    AND EXISTS (SELECT 1 FROM seen AS s
+                                WHERE s.capped AND s.id IN (SELECT id FROM chosen)))) AS more
 )
 -- The claimed jobs, then one row (id null) with the next key cursor (null:
--- keep the cursor) and whether a per-key limit held ready jobs back (added
--- to step 2's answer, in `awc.held_back` too). How many this step claimed
--- (-1: it did not claim) goes to the plain walk after it, which then claims
--- nothing.
+-- keep the cursor), whether a per-key limit held ready jobs back (added to
+-- step 2's answer, in `awc.held_back` too), whether this step was the claim
+-- (`fair`: a keyed job was ready) and whether it came back short with ready
+-- jobs left (`more`). How many this step claimed (-1: it did not claim) goes
+-- to the plain walk after it, which then claims nothing; the transaction's
+-- count to the history statement (`awc.claimed`, as the walk leaves it): the
+-- engine sends no walk after a fair claim when the last claim was one too.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back
+       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
+       NULL::boolean AS fair, NULL::boolean AS more
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT k FROM turn), h.held_back
+       (SELECT k FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more)
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)
       IS NOT NULL
+  AND set_config('awc.claimed', ((SELECT lane_claimed FROM limited)
+                                 + (SELECT count(*) FROM claimed))::text, true) IS NOT NULL
   AND (NOT h.held_back OR set_config('awc.held_back', 'true', true) IS NOT NULL)

@@ -1,0 +1,101 @@
+"""SPEC §23 with §6's one-shot tick (docs/decisions/0034): a fair claim that
+comes back short while keyed jobs are still ready does not end the tick
+"drained". It comes back short when another claimer took or holds a job it
+chose (it locks the jobs it chose, SKIP LOCKED), or when a per-key limit
+kept one key out and the slots left to the others were capped at what
+round-robin would give them. Each test runs one real `awc tick` process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+
+from tests.support import run_awc, spawn, wait_for
+from tick.producer import enqueue_many
+
+
+def enqueue_keys(conn: psycopg.Connection[Any], keys: list[str], each: int) -> None:
+    enqueue_many(conn, [{"kind": "noop", "key": key} for _ in range(each) for key in keys])
+
+
+def states(conn: psycopg.Connection[Any]) -> dict[tuple[str, str], int]:
+    return {(k, s): n for k, s, n in conn.execute(
+        "SELECT key, state, count(*) FROM awc.jobs GROUP BY key, state").fetchall()}
+
+
+def test_a_tick_claims_past_jobs_another_transaction_holds(
+    db_url: str, conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """Each key's first job is locked by another transaction (as a
+    concurrent claimer's claim in flight holds the jobs it took): every
+    claim of the tick chooses them and skips them. The tick takes all the
+    others, waits for those, then takes them once the lock is gone."""
+    enqueue_keys(conn, ["a", "b", "c"], 20)
+    with psycopg.connect(db_url) as holder:
+        heads = [row[0] for row in holder.execute(
+            "SELECT id FROM awc.jobs WHERE id IN (SELECT min(id) FROM awc.jobs GROUP BY key) "
+            "FOR UPDATE").fetchall()]
+        assert len(heads) == 3
+        tick = spawn({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, "tick", "--json")
+        try:
+            wait_for(lambda: conn.execute(
+                "SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'").fetchone() == (57,),
+                timeout=60, what="the jobs not held to complete")
+            assert tick.poll() is None, tick.communicate()  # it waits for the held ones
+        finally:
+            holder.rollback()
+        out, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    report = json.loads(out)
+    assert (report["claimed"], report["stop_reason"]) == (60, "drained"), report
+    assert states(conn) == {("a", "COMPLETED"): 20, ("b", "COMPLETED"): 20,
+                            ("c", "COMPLETED"): 20}
+
+
+def test_a_paused_key_does_not_end_the_tick_before_the_other_keys(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """`key:paused` at max_running 0 holds its jobs (and nothing is "held
+    back": a paused key is no reason to wait). With 8 slots and two keys,
+    round-robin gives each key 7 candidates; the paused key's are left out,
+    so each claim takes 7 of 8: short, yet the other key has more."""
+    assert run_awc(awc_env, "limits", "set", "key:paused", "--max-running", "0").returncode == 0
+    enqueue_keys(conn, ["paused", "open"], 30)
+    done = run_awc({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["claimed"], report["stop_reason"]) == (30, "drained"), report
+    assert states(conn) == {("open", "COMPLETED"): 30, ("paused", "PENDING"): 30}
+
+
+def test_one_slot_reaches_the_key_after_a_paused_one(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """With one slot, each claim walks one key: a paused key first in the
+    rotation must not end the tick (nor keep it on that key)."""
+    assert run_awc(awc_env, "limits", "set", "key:a-paused", "--max-running", "0").returncode == 0
+    enqueue_keys(conn, ["a-paused", "b-open"], 3)
+    done = run_awc({**awc_env, "AWC_WORKER_CONCURRENCY": "1"}, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["claimed"], report["stop_reason"]) == (3, "drained"), report
+    assert states(conn) == {("b-open", "COMPLETED"): 3, ("a-paused", "PENDING"): 3}
+
+
+def test_one_tick_at_most_concurrency_drains_every_key(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """Four keys and unkeyed jobs, more than the slots: one tick with the
+    most slots (256) takes them all through the fair claim, skipping the
+    walk after the first (decision 0034), and ends drained."""
+    enqueue_keys(conn, ["k1", "k2", "k3", "k4"], 100)
+    enqueue_many(conn, [{"kind": "noop"} for _ in range(50)])
+    done = run_awc({**awc_env, "AWC_WORKER_CONCURRENCY": "256"}, "tick", "--max-jobs", "1000",
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["claimed"], report["stop_reason"]) == (450, "drained"), report
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state <> 'COMPLETED'"
+                        ).fetchone() == (0,)

@@ -149,7 +149,10 @@ def test_the_declared_channels_are_the_decision_records() -> None:
 def test_the_claim_variants_are_one_statement_but_the_walk() -> None:
     """claim_jobs_in_queue.sql is claim_jobs.sql walking the queue's index:
     with the walk's known differences taken out, the two are the same text,
-    so an edit to one is made to both."""
+    so an edit to one is made to both. (The queue's `passed` walk names its
+    queue only inside its row bounds: given as an equality too, PostgreSQL
+    18 dropped it from them and walked jobs_ready_idx, every queue's jobs
+    between the cursors; tests/test_plans.py.)"""
     one = (SQL / "claim_jobs.sql").read_text(encoding="utf-8")
     queue = (SQL / "claim_jobs_in_queue.sql").read_text(encoding="utf-8")
     body = queue[queue.index("WITH limited"):]

@@ -152,9 +152,6 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     SELECT -j.priority::int, j.run_at, j.id
     FROM mark AS m, LATERAL (
         SELECT * FROM ONLY awc.jobs AS j
-        -- The queue only inside the bounds: an equality of its own lets the
-        -- planner (PostgreSQL 18) drop it from them and walk jobs_ready_idx,
-        -- every queue's jobs between the cursors, instead of this queue's.
         WHERE j.state = 'PENDING' AND j.waiting = 0
           AND (j.queue, -j.priority::int, j.run_at, j.id)
               > (%(queue)s, %(after_p)s::int, %(after_r)s::timestamptz, %(after_i)s::bigint)

@@ -200,7 +200,12 @@ CREATE TABLE awc.job_parents (
 CREATE INDEX job_parents_parent_idx ON awc.job_parents (parent_id, child_id);
 
 CREATE FUNCTION awc.count_waiting() RETURNS trigger
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    -- Its own planner settings, not the engine's pinned ones (migration 0025).
+    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    AS $$
 BEGIN
     -- A job an operator retries (or a cascade revives) waits again for
     -- every parent not final now; a parent that failed no longer holds it.
@@ -221,7 +226,12 @@ CREATE TRIGGER jobs_count_waiting BEFORE UPDATE OF state ON awc.jobs
 -- row lock, which each decrement takes, so two parents finishing at once
 -- count down one after the other and exactly one of them makes it zero.
 CREATE FUNCTION awc.settle_children() RETURNS trigger
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    -- Its own planner settings, not the engine's pinned ones (migration 0025).
+    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    AS $$
 DECLARE
     ready   bigint;
     revived bigint[];
@@ -352,7 +362,12 @@ CREATE TRIGGER jobs_notify_final AFTER UPDATE OF state ON awc.jobs
 -- completed parents count their children down, once per child, and the
 -- waiters hear of their jobs. Its statements take their own snapshots.
 CREATE FUNCTION awc.settle_completed(parents bigint[], waited bigint[]) RETURNS bigint
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    -- Its own planner settings, not the engine's pinned ones (migration 0025).
+    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    AS $$
 DECLARE
     kids   bigint[];
     counts integer[];
@@ -405,7 +420,12 @@ $$;
 CREATE FUNCTION awc.declare_parents(child bigint, parents bigint[],
                                     on_parent_failure text DEFAULT 'cancel')
     RETURNS integer
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql
+    -- Its own planner settings, not the engine's pinned ones (migration 0025).
+    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    AS $$
 DECLARE
     locked  bigint[];
     missing bigint;

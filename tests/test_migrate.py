@@ -36,7 +36,7 @@ CATALOG = {
         JOIN pg_class c ON c.oid = t.tgrelid
         WHERE c.relnamespace = 'awc'::regnamespace AND NOT t.tgisinternal ORDER BY 1""",
     "functions": """
-        SELECT proname, md5(prosrc) FROM pg_proc
+        SELECT proname, md5(prosrc), proconfig FROM pg_proc
         WHERE pronamespace = 'awc'::regnamespace ORDER BY 1""",
 }
 

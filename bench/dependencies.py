@@ -1,7 +1,11 @@
 """dependencies (SPEC §20, docs/decisions/0033): what dependencies cost.
 
     python -m bench.dependencies [--children N] [--graph N] [--chain N] [--runs R]
-                                 [--before REV] [--no-before]
+                                 [--before REV] [--no-before] [--database-url URL]
+                                 [--only claim|graphs|before]
+
+On a PostgreSQL of its own with initdb's defaults (autovacuum on), the one
+bench.horizon starts, unless --database-url names a server.
 
 * The claim with N children waiting (default 100,000, behind one parent that
   never runs) vs as many finished jobs instead: shared buffers the claim
@@ -38,9 +42,9 @@ from bench.common import (
     report,
     reset,
     rev_before_adding,
-    server_url,
 )
 from bench.drain import drain_fresh, drain_prepared
+from bench.horizon import cluster
 from tick.db import connect
 from tick.producer import enqueue, enqueue_many
 from tick.queue import NO_CURSOR
@@ -50,14 +54,13 @@ BEFORE_DB = "awc_bench_before_dependencies"
 NOW_DB = "awc_bench_dependencies"  # its own: another checkout's awc_bench may be newer
 
 
-def own_url() -> str:
-    """A fresh database NOW_DB on the bench's server, migrated by this checkout."""
+def own_url(admin: str) -> str:
+    """A fresh database NOW_DB on `admin`'s server, migrated by this checkout."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
     from tick.migrate import migrate
 
-    admin = server_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {NOW_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {NOW_DB}")
@@ -146,18 +149,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--no-before", action="store_true", help="skip the comparison with REV")
+    parser.add_argument("--database-url", help="a server to use instead of starting one")
+    parser.add_argument("--only", choices=("claim", "graphs", "before"),
+                        help="run one comparison (a look, not the figure)")
     args = parser.parse_args(argv)
-    url = own_url()
+    with cluster(args.database_url) as (admin, server):
+        figures, context = measure(args, admin)
+        context["server"] = server
+    report("dependencies", figures, context)
+    return figures
+
+
+def measure(args: argparse.Namespace, admin: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The figures of main(), on the server `admin` names."""
+    parts = {args.only} if args.only else {"claim", "graphs", "before"}
+    url = own_url(admin)
     figures: dict[str, Any] = {}
-    none_buf, none_ms = claim_cost(url, args.children, max(args.runs, 5), waiting=False)
-    many_buf, many_ms = claim_cost(url, args.children, max(args.runs, 5), waiting=True)
+    context: dict[str, Any] = {"children": args.children, "graph": args.graph,
+                               "chain": args.chain, "runs": args.runs}
+    if "claim" in parts:
+        claim_figures(figures, url, args.children, args.runs)
+    if "graphs" in parts:
+        graph_figures(figures, url, args.graph, args.chain, args.runs)
+    if "before" in parts and not args.no_before:
+        rev = args.before or rev_before_adding("migrations/0016_dependencies.sql",
+                                               "dependencies")
+        with tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
+            site = install_before(rev, Path(scratch))
+            old_url = before_url(site, BEFORE_DB, admin)
+            before, now = [], []
+            for _ in range(args.runs):  # interleaved: the machine's noise falls on both
+                before.append(drain_fresh(old_url, args.jobs, 256, site))
+                now.append(drain_fresh(url, args.jobs, 256))
+        figures.update(independent_before_jobs_per_s=round(median(before)),
+                       independent_now_jobs_per_s=round(median(now)),
+                       independent_now_over_before=round(median(now) / median(before), 3),
+                       independent_ratio_runs=[round(n / b, 3)
+                                               for n, b in zip(now, before, strict=True)])
+        context.update(before_rev=rev, jobs=args.jobs)
+    with connect(url) as conn:
+        context["machine"] = machine(conn)
+    return figures, context
+
+
+def claim_figures(figures: dict[str, Any], url: str, children: int, runs: int) -> None:
+    none_buf, none_ms = claim_cost(url, children, max(runs, 5), waiting=False)
+    many_buf, many_ms = claim_cost(url, children, max(runs, 5), waiting=True)
     figures.update(claim_buffers_no_waiting=none_buf, claim_buffers_with_waiting=many_buf,
                    claim_ms_no_waiting=round(none_ms, 3), claim_ms_with_waiting=round(many_ms, 3),
                    claim_buffers_ratio=round(many_buf / none_buf, 3) if none_buf else None)
-    for shape, n, slots in (("fan_in", args.graph, 64), ("fan_out", args.graph, 64),
-                            ("chain", args.chain, 1)):
+
+
+def graph_figures(figures: dict[str, Any], url: str, size: int, chain: int, runs: int) -> None:
+    for shape, n, slots in (("fan_in", size, 64), ("fan_out", size, 64), ("chain", chain, 1)):
         graph, alone, latencies = [], [], []
-        for _ in range(args.runs):
+        for _ in range(runs):
             rate, latency = drain_graph(url, shape, n, slots)
             graph.append(rate)
             if latency is not None:
@@ -172,28 +218,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                           for g, a in zip(graph, alone, strict=True)]
         if latencies:
             figures[f"{shape}_latency_ms"] = round(median(latencies), 2)
-    context: dict[str, Any] = {"children": args.children, "graph": args.graph,
-                               "chain": args.chain, "runs": args.runs}
-    if not args.no_before:
-        rev = args.before or rev_before_adding("migrations/0016_dependencies.sql",
-                                               "dependencies")
-        with tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
-            site = install_before(rev, Path(scratch))
-            old_url = before_url(site, BEFORE_DB)
-            before, now = [], []
-            for _ in range(args.runs):  # interleaved: the machine's noise falls on both
-                before.append(drain_fresh(old_url, args.jobs, 256, site))
-                now.append(drain_fresh(url, args.jobs, 256))
-        figures.update(independent_before_jobs_per_s=round(median(before)),
-                       independent_now_jobs_per_s=round(median(now)),
-                       independent_now_over_before=round(median(now) / median(before), 3),
-                       independent_ratio_runs=[round(n / b, 3)
-                                               for n, b in zip(now, before, strict=True)])
-        context.update(before_rev=rev, jobs=args.jobs)
-    with connect(url) as conn:
-        context["machine"] = machine(conn)
-    report("dependencies", figures, context)
-    return figures
 
 
 if __name__ == "__main__":

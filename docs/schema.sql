@@ -363,14 +363,17 @@ CREATE TRIGGER jobs_notify_final AFTER UPDATE OF state ON awc.jobs
 -- waiters hear of their jobs. Its statements take their own snapshots.
 CREATE FUNCTION awc.settle_completed(parents bigint[], waited bigint[]) RETURNS bigint
     LANGUAGE plpgsql
-    -- Its own planner settings, not the engine's pinned ones (migration 0025).
-    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
-    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
-    SET plan_cache_mode = force_custom_plan SET jit = off
+    -- Every statement below finds its rows by key; the children's walk in id
+    -- order is what locks them in id order.
+    SET enable_seqscan = off SET enable_bitmapscan = off
     AS $$
 DECLARE
     kids   bigint[];
     counts integer[];
+    most   integer;
+    n      integer;
+    batch  bigint[];
+    got    bigint;
     ready  bigint := 0;
     ids    text;
 BEGIN
@@ -385,8 +388,9 @@ BEGIN
         RETURN 0;
     END IF;
     -- Each child counted down once, by how many of its parents completed.
-    SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id)
-    INTO kids, counts
+    SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id),
+           max(c.n)
+    INTO kids, counts, most
     FROM (SELECT e.child_id, count(*)::integer AS n
           FROM awc.job_parents AS e
           WHERE e.parent_id = ANY (parents)
@@ -394,16 +398,34 @@ BEGIN
     IF kids IS NULL THEN
         RETURN 0;
     END IF;
-    -- Locked in id order, so two completions that share children queue
-    -- instead of deadlocking; each then counts down under the child's lock.
-    PERFORM 1 FROM ONLY awc.jobs AS c WHERE c.id = ANY (kids) ORDER BY c.id FOR UPDATE;
-    WITH counted AS (
-        UPDATE ONLY awc.jobs AS c
-        SET waiting = c.waiting - least(k.n, c.waiting)
-        FROM unnest(kids, counts) AS k (id, n)
-        WHERE c.id = k.id AND c.state = 'PENDING' AND c.waiting > 0
-        RETURNING c.waiting)
-    SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
+    -- Children are locked in id order, so two completions that share
+    -- children queue instead of deadlocking, and each counts down under the
+    -- child's lock. No statement joins the children to a list of them: a
+    -- join's plan depends on estimates a queue's statistics get wrong, and
+    -- one such plan compared every child with every other (decision 0033).
+    IF most = 1 THEN
+        -- The usual case (a fan-out, or one parent of a fan-in): one walk of
+        -- the children in id order locks and counts each down.
+        WITH counted AS (
+            UPDATE ONLY awc.jobs AS c
+            SET waiting = c.waiting - 1
+            WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+            RETURNING c.waiting)
+        SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
+    ELSE
+        PERFORM 1 FROM ONLY awc.jobs AS c WHERE c.id = ANY (kids) ORDER BY c.id FOR UPDATE;
+        FOR n, batch IN
+            SELECT k.n, array_agg(k.id) FROM unnest(kids, counts) AS k (id, n) GROUP BY k.n
+        LOOP
+            WITH counted AS (
+                UPDATE ONLY awc.jobs AS c
+                SET waiting = c.waiting - least(n, c.waiting)
+                WHERE c.id = ANY (batch) AND c.state = 'PENDING' AND c.waiting > 0
+                RETURNING c.waiting)
+            SELECT count(*) INTO got FROM counted WHERE counted.waiting = 0;
+            ready := ready + got;
+        END LOOP;
+    END IF;
     IF ready > 0 THEN
         PERFORM pg_notify('awc_jobs', '');  -- a waiting loop wakes for the child
     END IF;

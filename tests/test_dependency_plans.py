@@ -22,8 +22,9 @@ from tick.statements import sql
 pytestmark = pytest.mark.timeout(180)
 
 # Each of them runs set-wise joins over a parent's children or a child's parents.
-DEPENDENCY_FUNCTIONS = ("settle_completed", "settle_children", "count_waiting",
-                        "declare_parents")
+DEPENDENCY_FUNCTIONS = ("settle_children", "count_waiting", "declare_parents")
+# The completion's settle joins nothing: it finds every row by key, in id order.
+BY_KEY = {"enable_seqscan=off", "enable_bitmapscan=off"}
 OWN_PLANNER = {"enable_seqscan=on", "enable_bitmapscan=on", "enable_sort=on",
                "enable_hashjoin=on", "enable_mergejoin=on", "enable_material=on",
                "plan_cache_mode=force_custom_plan", "jit=off"}
@@ -39,7 +40,8 @@ def test_each_dependency_function_plans_with_its_own_settings(
     rows = dict(conn.execute(
         "SELECT proname, proconfig FROM pg_proc "
         "WHERE pronamespace = 'awc'::regnamespace AND proname = ANY(%s)",
-        (list(DEPENDENCY_FUNCTIONS),)).fetchall())
+        ([*DEPENDENCY_FUNCTIONS, "settle_completed"],)).fetchall())
+    assert set(rows.pop("settle_completed")) == BY_KEY
     assert sorted(rows) == sorted(DEPENDENCY_FUNCTIONS)
     for name, config in rows.items():
         assert set(config or ()) == OWN_PLANNER, name
@@ -54,22 +56,24 @@ def fan_out(conn: psycopg.Connection[Any], policy: str) -> tuple[int, list[int]]
     return ids[0], ids[1:]
 
 
-def record(conn: psycopg.Connection[Any], statement: str, parent: int,
+def record(conn: psycopg.Connection[Any], statement: str, parents: list[int],
            params: dict[str, Any]) -> None:
-    """Run the engine's own outcome statement for the parent the way the
-    engine does: its plans pinned (pin_plans.sql), prepared, under BOUND."""
-    token = uuid.uuid4()
+    """Run the engine's own outcome statement for the parents the way the
+    engine does: claimed, their plans pinned (pin_plans.sql), prepared, under
+    BOUND, in one statement."""
+    tokens = [uuid.uuid4() for _ in parents]
     with conn.transaction():
-        conn.execute("UPDATE ONLY awc.jobs SET state = 'RUNNING', claim_token = %s, "
+        conn.execute("UPDATE ONLY awc.jobs AS j SET state = 'RUNNING', claim_token = t.token, "
                      "attempts = 1, started_at = now(), "
-                     "locked_until = now() + interval '1 hour' WHERE id = %s",
-                     (token, parent))
+                     "locked_until = now() + interval '1 hour' "
+                     "FROM unnest(%s::bigint[], %s::uuid[]) AS t (id, token) WHERE j.id = t.id",
+                     (parents, tokens))
     with conn.transaction():
         conn.execute(sql("pin_plans"))
         conn.execute("SELECT set_config('statement_timeout', %s, true)", (BOUND,))
-        rows = conn.execute(sql(statement), {"ids": [parent], "tokens": [token], **params},
+        rows = conn.execute(sql(statement), {"ids": parents, "tokens": tokens, **params},
                             prepare=True).fetchall()
-    assert len(rows) == 1
+    assert len(rows) == len(parents)
 
 
 def child_states(conn: psycopg.Connection[Any], children: list[int]) -> dict[tuple[str, int], int]:
@@ -83,7 +87,7 @@ def test_a_parent_of_many_children_completes_in_one_pass_under_pinned_plans(
     conn: psycopg.Connection[Any],
 ) -> None:
     parent, children = fan_out(conn, "cancel")
-    record(conn, "complete_jobs", parent, {"results": [None]})
+    record(conn, "complete_jobs", [parent], {"results": [None]})
     assert child_states(conn, children) == {("PENDING", 0): CHILDREN}
 
 
@@ -94,5 +98,21 @@ def test_a_parent_of_many_children_fails_in_one_pass_under_pinned_plans(
     conn: psycopg.Connection[Any], policy: str, after: tuple[str, int],
 ) -> None:
     parent, children = fan_out(conn, policy)
-    record(conn, "fail_jobs", parent, {"errors": ["boom"], "tracebacks": [None]})
+    record(conn, "fail_jobs", [parent], {"errors": ["boom"], "tracebacks": [None]})
     assert child_states(conn, children) == {after: CHILDREN}
+
+
+def test_children_counted_by_several_parents_of_one_completion_count_each_once(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The settle's other path: children whose parents complete together are
+    counted down by how many of them did, each child once."""
+    ids = enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop"}, {"kind": "noop"},
+                              {"kind": "noop", "after": ["#0", "#1"]},
+                              {"kind": "noop", "after": ["#0"]},
+                              {"kind": "noop", "after": ["#0", "#1", "#2"]},
+                              {"kind": "noop", "after": ["#2"]}])
+    record(conn, "complete_jobs", ids[:2], {"results": [None, None]})
+    waiting = dict(conn.execute("SELECT id, waiting FROM awc.jobs WHERE id = ANY(%s)",
+                                (ids[3:],)).fetchall())
+    assert [waiting[i] for i in ids[3:]] == [0, 0, 1, 1]

@@ -106,8 +106,6 @@ class Cursor:
         self.after = _key(got["after"])
         self.xmax = got["xmax"]
         self.xip = list(got["xip"] or [])
-        if got.get("key") is not None:
-            self.key_after = str(got["key"])
         if got.get("rewind") is not None:
             back = _key(got["rewind"])
             at = now + float(got["rewind_in"])

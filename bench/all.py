@@ -5,7 +5,8 @@ reference, ratio and target (the targets of the performance work).
 
 Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, the raw loops beside pgbench and the drain on a
-server of their own (bench.raw_loop), enqueue, the empty tick, the warm Lambda,
+server of their own (bench.raw_loop), the peer bench's Graphile Worker beside
+awc (bench.peers), enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, tracing's cost, the console's
 pages on 1M jobs, lease renewals, fairness across keys, and the drain and
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("drain", [*runs, "--jobs", "5000" if q else "20000"]),
         # Decision 0037: on a server of its own with production defaults.
         ("raw_loop", ["--rounds", "3" if q else "9", "--jobs", "5000" if q else "20000"]),
+        # The peer bench's Graphile Worker (fast preset) and awc, on a server of their own.
+        ("peers", ["--runs", "1" if q else "3", "--jobs", "5000" if q else "20000"]),
         ("enqueue", [*runs, "--jobs", "50000" if q else "200000"]),
         ("empty_tick", ["--runs", "3" if q else "7"]),
         ("lambda_warm", ["--invocations", "300" if q else "2000", "--runs", "3" if q else "7"]),
@@ -127,6 +130,9 @@ SPECS: list[tuple[str, Get, Get | None, str, Callable[[float], bool], str]] = [
     ("raw psycopg loop, two connections, vs one",
      lambda g: g["raw_loop"]["raw_overlapped_jobs_per_s"]["median"],
      lambda g: g["raw_loop"]["raw_serial_jobs_per_s"]["median"], "(reported)", lambda r: True, ""),
+    ("drain, jobs/s, one awc tick vs Graphile Worker's fast preset (peer bench, same jobs)",
+     lambda g: g["peers"]["awc_jobs_per_s"],
+     lambda g: g["peers"]["graphile_fast_jobs_per_s"], ">= 1", lambda r: r >= 1, ""),
     ("drain, jobs/s, now vs awc before bench.raw_loop",
      lambda g: g["raw_loop"]["engine_jobs_per_s"]["median"],
      lambda g: g["raw_loop"]["engine_before_jobs_per_s"]["median"], ">= 0.97",

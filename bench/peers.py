@@ -4,7 +4,7 @@ Graphile Worker's fast preset on the same no-op jobs, in one run.
     python -m bench.peers [--runs R] [--jobs N] [--peers DIR]
 
 Copies the peer bench (DIR, by default ../shared/peers beside this
-checkout) to a scratch folder and runs its `run.sh` with
+checkout, or $AWC_PEERS_DIR) to a scratch folder and runs its `run.sh` with
 BENCH_PEERS="graphile awc" on a PostgreSQL of its own with initdb's
 settings (bench.own_server's, on loopback): Graphile Worker 0.17.3 as its
 package-lock.json pins it (`npm install` from the registry), its `fast`
@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--peers", type=Path, default=ROOT.parent / "shared" / "peers")
+    parser.add_argument("--peers", type=Path, default=Path(
+        os.environ.get("AWC_PEERS_DIR") or ROOT.parent / "shared" / "peers"))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="awc-peers-") as scratch:
         bench = Path(scratch) / "peers"

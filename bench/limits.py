@@ -35,7 +35,7 @@ from bench.common import (
     rev_before_adding,
     server_url,
 )
-from bench.drain import drain_prepared
+from bench.drain import drain_fresh, drain_prepared
 from bench.empty_tick import env_for, once
 from tick.db import connect
 
@@ -49,18 +49,20 @@ def before_rev() -> str:
 def one(url: str, jobs: int, concurrency: int, limits: str, site: str | None = None) -> float:
     """jobs/s of one drain with `limits`: "none"; "other" (10 limits on other
     kinds and queues); "own" (the drained kind's own max_running, far above
-    what runs, and 9 more)."""
+    what runs, and 9 more). With `site` (an older awc), "none" only, enqueued
+    by that awc: its schema lacks columns this checkout's enqueue writes."""
+    if site is not None:
+        return drain_fresh(url, jobs, concurrency, site)
     with connect(url) as conn:
         reset(conn)
-        if site is None:
-            conn.execute("DELETE FROM awc.limits")
-            if limits == "own":
-                conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
-                             "VALUES ('kind', 'noop', 1000000)")
-            if limits != "none":
-                _add_limits(conn, 9 if limits == "own" else 10)
+        conn.execute("DELETE FROM awc.limits")
+        if limits == "own":
+            conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
+                         "VALUES ('kind', 'noop', 1000000)")
+        if limits != "none":
+            _add_limits(conn, 9 if limits == "own" else 10)
         enqueue_noops(conn, jobs)
-    return drain_prepared(url, jobs, concurrency, awc_path=site)
+    return drain_prepared(url, jobs, concurrency)
 
 
 def _add_limits(conn: psycopg.Connection[Any], n: int) -> None:

@@ -12,15 +12,21 @@ retained finished rows, real handlers before and after, tracing's cost, the cons
 pages on 1M jobs, lease renewals, fairness across keys, and the drain and
 a steady load under a pinned xmin horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
-sizes and fewer runs, for a look rather than a figure.
+sizes and fewer runs, for a look rather than a figure. The benches that take
+a server (BENCH_DATABASE_URL) get the embedded PostgreSQL with initdb's
+defaults, started for the run, unless --database-url names one; the others
+start their own.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
+
+from bench.horizon import cluster
 
 # (figure, bench, how to read it from the figures) -> (result, reference, ratio, target, met)
 Row = tuple[str, str, str, str, str, str]
@@ -35,6 +41,8 @@ def _run(name: str, argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--database-url",
+                        help="the server for the benches that take one (default: start one)")
     args = parser.parse_args(argv)
     q = args.quick
     runs = ["--runs", "1" if q else "3"]
@@ -77,8 +85,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
                             "--recovery-secs", "30" if q else "120",
                             "--window-secs", "10" if q else "30"]),
     ]
-    for name, bench_argv in plan:
-        got[name] = _run(name, bench_argv)
+    # The benches that measure on a server they are given (BENCH_DATABASE_URL)
+    # get one with production defaults, autovacuum on, like those that start
+    # their own: a team's shared service may be tuned otherwise.
+    with cluster(args.database_url) as (admin, server):
+        os.environ["BENCH_DATABASE_URL"] = admin
+        print(f"server for the benches that take one: {server}", flush=True)
+        for name, bench_argv in plan:
+            got[name] = _run(name, bench_argv)
     rows = [_row(*spec, got) for spec in SPECS]
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
     print("\n== all")

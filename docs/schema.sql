@@ -123,8 +123,11 @@ BEGIN
 END;
 $$;
 
+-- A statement that stamps its rows itself (awc.settle_completed) skips the
+-- call (migration 0025).
 CREATE TRIGGER jobs_ready_xid BEFORE UPDATE ON awc.jobs
-    FOR EACH ROW WHEN (NEW.state = 'PENDING') EXECUTE FUNCTION awc.stamp_ready_xid();
+    FOR EACH ROW WHEN (NEW.state = 'PENDING' AND NEW.ready_xid IS DISTINCT FROM pg_current_xact_id())
+    EXECUTE FUNCTION awc.stamp_ready_xid();
 
 -- SPEC §24, docs/decisions/0030: a COMPLETED job leaves the hot table at its fenced completion: the
 -- completion deletes it there and inserts it, completed, into the current
@@ -408,7 +411,7 @@ BEGIN
         -- the children in id order locks and counts each down.
         WITH counted AS (
             UPDATE ONLY awc.jobs AS c
-            SET waiting = c.waiting - 1
+            SET waiting = c.waiting - 1, ready_xid = pg_current_xact_id()
             WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
             RETURNING c.waiting)
         SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
@@ -419,7 +422,7 @@ BEGIN
         LOOP
             WITH counted AS (
                 UPDATE ONLY awc.jobs AS c
-                SET waiting = c.waiting - least(n, c.waiting)
+                SET waiting = c.waiting - least(n, c.waiting), ready_xid = pg_current_xact_id()
                 WHERE c.id = ANY (batch) AND c.state = 'PENDING' AND c.waiting > 0
                 RETURNING c.waiting)
             SELECT count(*) INTO got FROM counted WHERE counted.waiting = 0;

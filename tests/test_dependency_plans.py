@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests import claiming
+from tick.engine.cursor import Cursor
 from tick.producer import enqueue_many
 from tick.statements import sql
 
@@ -76,6 +78,16 @@ def record(conn: psycopg.Connection[Any], statement: str, parents: list[int],
     assert len(rows) == len(parents)
 
 
+def record_claimed(conn: psycopg.Connection[Any], job: int) -> None:
+    """Complete a job a test's claim took, with its own token, as the engine does."""
+    row = conn.execute("SELECT claim_token FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row is not None
+    with conn.transaction():
+        conn.execute(sql("pin_plans"))
+        conn.execute(sql("complete_jobs"), {"ids": [job], "tokens": [row[0]], "results": [None]},
+                     prepare=True).fetchall()
+
+
 def child_states(conn: psycopg.Connection[Any], children: list[int]) -> dict[tuple[str, int], int]:
     return {(state, waiting): n for state, waiting, n in conn.execute(
         "SELECT state, waiting, count(*) FROM awc.jobs WHERE id = ANY(%s) GROUP BY 1, 2",
@@ -116,3 +128,18 @@ def test_children_counted_by_several_parents_of_one_completion_count_each_once(
     waiting = dict(conn.execute("SELECT id, waiting FROM awc.jobs WHERE id = ANY(%s)",
                                 (ids[3:],)).fetchall())
     assert [waiting[i] for i in ids[3:]] == [0, 0, 1, 1]
+
+
+def test_a_child_released_behind_a_claimers_cursor_is_claimed_next(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The settle stamps the children it makes ready with its transaction
+    (SPEC §24), as the row trigger it now skips did: a claimer whose cursor
+    has passed the child finds it by that stamp on its next claim."""
+    parent, child = enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop", "after": ["#0"]}])
+    later = claiming.enqueue(conn, 5)
+    cursor = Cursor()
+    taken = claiming.claim(conn, cursor, 10)
+    assert sorted(taken) == sorted([parent, *later])  # the cursor is past the child
+    record_claimed(conn, parent)
+    assert claiming.claim(conn, cursor, 10) == [child]

@@ -2,7 +2,11 @@
 empty, migrated database — interpreter start, imports, settings, connect,
 migration check, maintenance, one empty claim, exit.
 
-    python -m bench.empty_tick [--runs 7]
+    python -m bench.empty_tick [--runs 7] [--checkout]
+
+By default awc is a wheel of this checkout installed with its dependencies
+in a venv of its own (`pip wheel`, `pip install`), timed as `awc tick`, as
+an operator's timer runs it; --checkout times this checkout where it is.
 
 Also prints where the time goes: the cumulative import time of the heaviest
 modules (`python -X importtime`), and the reference in the same run, the
@@ -17,7 +21,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, bench_url, machine, median, report, reset
@@ -36,19 +42,21 @@ def env_for(url: str) -> dict[str, str]:
     return env
 
 
-def once(env: dict[str, str]) -> float:
+def once(env: dict[str, str], command: list[str] | None = None, cwd: Path = ROOT) -> float:
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "tick.cli", "tick"], env=env, cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    done = subprocess.run(command or [sys.executable, "-m", "tick.cli", "tick"], env=env,
+                          cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=60)
     took = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"awc tick failed with exit {done.returncode}")
     return took
 
 
-def imports(env: dict[str, str]) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "tick.cli", "tick"],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+def imports(env: dict[str, str], python: str = sys.executable,
+            cwd: Path = ROOT) -> dict[str, float]:
+    done = subprocess.run([python, "-X", "importtime", "-m", "tick.cli", "tick"],
+                          env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
     found: dict[str, float] = {}
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|(\s*)(\S+)$", line)
@@ -57,38 +65,64 @@ def imports(env: dict[str, str]) -> dict[str, float]:
     return found
 
 
+def wheel_venv(scratch: Path) -> str:
+    """A wheel of this checkout installed, with its dependencies, in a venv
+    of its own, as an operator installs awc: that venv's python."""
+    dist, venv = scratch / "dist", scratch / "venv"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
+                    str(ROOT)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    wheel = next(dist.glob("*.whl"))
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True,
+                   capture_output=True)
+    return str(venv / "bin" / "python")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--checkout", action="store_true",
+                        help="time this checkout as it runs here, not a wheel installed apart")
     args = parser.parse_args(argv)
     url = bench_url()
     with connect(url) as conn:
         reset(conn)
-    env = env_for(url)
-    once(env)  # warm the OS page cache and .pyc files, as a timer's second run would be
-    runs = [once(env) for _ in range(args.runs)]
-    python_only = median(
-        _time([sys.executable, "-c", "pass"], env) for _ in range(args.runs))
-    # The reference: the interpreter importing the driver every tick needs.
-    floor = median(_time([sys.executable, "-c", "import psycopg"], env)
-                   for _ in range(args.runs))
-    figures = {
-        "empty_tick_s": round(median(runs), 3),
-        "runs_s": [round(r, 3) for r in runs],
-        "bare_python_start_s": round(python_only, 3),
-        "import_psycopg_s": round(floor, 3),
-        "ratio_to_import_psycopg": round(median(runs) / floor, 3),
-        "import_s": imports(env),
-    }
+    with tempfile.TemporaryDirectory(prefix="awc-wheel-") as scratch:
+        if args.checkout:
+            python, command, env, cwd = sys.executable, None, env_for(url), ROOT
+        else:
+            # Run from the scratch folder: `python -m` puts its working directory first.
+            python = wheel_venv(Path(scratch))
+            command = [str(Path(python).parent / "awc"), "tick"]
+            env = {k: v for k, v in env_for(url).items() if k != "PYTHONPATH"}
+            cwd = Path(scratch)
+        once(env, command, cwd)  # warm the page cache and .pyc files, as a timer's second run
+        runs, floors, bare = [], [], []
+        for _ in range(args.runs):  # interleaved: the machine's noise falls on all three
+            runs.append(once(env, command, cwd))
+            # The reference: the interpreter importing the driver every tick needs.
+            floors.append(_time([python, "-c", "import psycopg"], env, cwd))
+            bare.append(_time([python, "-c", "pass"], env, cwd))
+        figures = {
+            "empty_tick_s": round(median(runs), 3),
+            "runs_s": [round(r, 3) for r in runs],
+            "bare_python_start_s": round(median(bare), 3),
+            "import_psycopg_s": round(median(floors), 3),
+            "ratio_to_import_psycopg": round(median(runs) / median(floors), 3),
+            "import_s": imports(env, python, cwd),
+        }
     with connect(url) as conn:
-        report("empty_tick", figures, {"machine": machine(conn), "runs": args.runs,
-                                       "command": "awc tick (cold process)"})
+        report("empty_tick", figures, {
+            "machine": machine(conn), "runs": args.runs,
+            "command": "awc tick (cold process), " + (
+                "this checkout" if args.checkout
+                else "a wheel of this checkout installed in a venv of its own")})
     return figures
 
 
-def _time(argv: list[str], env: dict[str, str]) -> float:
+def _time(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
     began = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, timeout=60)
+    subprocess.run(argv, env=env, cwd=cwd, check=True, timeout=60)
     return time.perf_counter() - began
 
 

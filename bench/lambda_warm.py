@@ -5,9 +5,11 @@ costs, since Lambda bills every millisecond of every idle schedule.
 
 warm: the handler called in-process (real PostgreSQL, an empty queue, a fake
 context, a scheduler event) again and again after one cold call: p50 and p99
-of the call, and the round trips one warm call makes, counted from libpq's
-trace of the connection. The log lines go to /dev/null, as CloudWatch takes
-them off the process.
+of the call, the round trips one warm call makes, counted from libpq's
+trace of the connection, and the time split of a call: waiting in psycopg
+for the server's answers (the server's work, loopback, libpq's reading)
+against the rest, awc's, psycopg's and powertools' Python. The log lines
+go to /dev/null, as CloudWatch takes them off the process.
 
 cold import: a process importing the entry module
 (`tick.drivers.aws_lambda`), against one importing what any Python Lambda
@@ -68,9 +70,40 @@ def child(invocations: int, profile: str | None = None) -> None:
     conn = entry.WARM.conn
     assert conn is not None
     turns = exchanges(conn, lambda: entry.handler(event, Context()))
+    waited, calls = split(entry, event, conn, invocations)
     times.sort()
     print(json.dumps({"p50": times[len(times) // 2], "p99": times[int(len(times) * 0.99)],
-                      "round_trips": turns}), file=sys.stderr)
+                      "round_trips": turns, "waited": waited, "calls": calls}), file=sys.stderr)
+
+
+def split(entry: Any, event: dict[str, str], conn: Any, invocations: int
+          ) -> tuple[float, float]:
+    """The time split of a warm call, medians over `invocations` more calls:
+    the part spent in psycopg's wait for the server's answers (the two
+    exchanges: the server's work, loopback and libpq's reading), and the
+    whole call. The connection's `wait` is wrapped on this instance only."""
+    inner = conn.wait
+    spent = [0.0]
+
+    def wait(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - began
+
+    conn.wait = wait
+    waited, calls = [], []
+    try:
+        for _ in range(invocations):
+            spent[0] = 0.0
+            began = time.perf_counter()
+            entry.handler(event, Context())
+            calls.append(time.perf_counter() - began)
+            waited.append(spent[0])
+    finally:
+        del conn.wait
+    return median(waited), median(calls)
 
 
 def timed_import(code: str, env: dict[str, str]) -> float:
@@ -121,6 +154,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "warm_p50_ms": round(warm["p50"] * 1000, 3),
         "warm_p99_ms": round(warm["p99"] * 1000, 3),
         "warm_round_trips": warm["round_trips"],
+        # Where a warm call's time goes (medians of calls timed apart).
+        "warm_split_ms": {"waiting_on_postgresql": round(warm["waited"] * 1000, 3),
+                          "in_the_process": round((warm["calls"] - warm["waited"]) * 1000, 3)},
         "cold_import_s": round(median(entry), 3),
         "reference_import_s": round(median(reference), 3),
         "cold_import_ratio": round(median(entry) / median(reference), 3),

@@ -5,8 +5,9 @@ claim + fenced complete, measured by pgbench with no Python anywhere.
 
 Each pgbench transaction claims a batch of ready no-op jobs (SKIP LOCKED, a
 new claim token each) in awc's claim order, which its ready index serves,
-and completes them fenced on id, token and RUNNING, in one transaction: the loop the published reference figures for this class of
-machine were taken with. Its jobs/s calibrate a machine: the drain and
+and completes them fenced on id, token and RUNNING, in one transaction:
+the loop the published reference figures for this class of machine were
+taken with. Its jobs/s calibrate a machine: the drain and
 enqueue targets assume a machine where this loop reaches about 28k jobs/s at
 batch 50 and 46-50k at 200-500.
 """

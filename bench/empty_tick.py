@@ -69,12 +69,15 @@ def wheel_venv(scratch: Path) -> str:
     """A wheel of this checkout installed, with its dependencies, in a venv
     of its own, as an operator installs awc: that venv's python."""
     dist, venv = scratch / "dist", scratch / "venv"
+    # Without PYTHONPATH: a checkout on it (bench.all's) would read as awc
+    # already installed, and pip would install nothing.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
-                    str(ROOT)], check=True, capture_output=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                    str(ROOT)], check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     wheel = next(dist.glob("*.whl"))
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True,
-                   capture_output=True)
+                   capture_output=True, env=env)
     return str(venv / "bin" / "python")
 
 

@@ -60,9 +60,8 @@ def fan_out(conn: psycopg.Connection[Any], policy: str) -> tuple[int, list[int]]
 
 def record(conn: psycopg.Connection[Any], statement: str, parents: list[int],
            params: dict[str, Any]) -> None:
-    """Run the engine's own outcome statement for the parents the way the
-    engine does: claimed, their plans pinned (pin_plans.sql), prepared, under
-    BOUND, in one statement."""
+    """Claim the parents (RUNNING, a token each), then record their outcome
+    as `outcome` does, under BOUND."""
     tokens = [uuid.uuid4() for _ in parents]
     with conn.transaction():
         conn.execute("UPDATE ONLY awc.jobs AS j SET state = 'RUNNING', claim_token = t.token, "
@@ -70,22 +69,26 @@ def record(conn: psycopg.Connection[Any], statement: str, parents: list[int],
                      "locked_until = now() + interval '1 hour' "
                      "FROM unnest(%s::bigint[], %s::uuid[]) AS t (id, token) WHERE j.id = t.id",
                      (parents, tokens))
+    assert len(outcome(conn, statement, parents, tokens, params)) == len(parents)
+
+
+def outcome(conn: psycopg.Connection[Any], statement: str, ids: list[int], tokens: list[Any],
+            params: dict[str, Any]) -> list[Any]:
+    """The engine's own outcome statement for claimed jobs, run the way the
+    engine runs it: plans pinned (pin_plans.sql), prepared, in one statement,
+    under BOUND."""
     with conn.transaction():
         conn.execute(sql("pin_plans"))
         conn.execute("SELECT set_config('statement_timeout', %s, true)", (BOUND,))
-        rows = conn.execute(sql(statement), {"ids": parents, "tokens": tokens, **params},
+        return conn.execute(sql(statement), {"ids": ids, "tokens": tokens, **params},
                             prepare=True).fetchall()
-    assert len(rows) == len(parents)
 
 
 def record_claimed(conn: psycopg.Connection[Any], job: int) -> None:
-    """Complete a job a test's claim took, with its own token, as the engine does."""
+    """Complete a job a test's claim took, with its own token."""
     row = conn.execute("SELECT claim_token FROM awc.jobs WHERE id = %s", (job,)).fetchone()
     assert row is not None
-    with conn.transaction():
-        conn.execute(sql("pin_plans"))
-        conn.execute(sql("complete_jobs"), {"ids": [job], "tokens": [row[0]], "results": [None]},
-                     prepare=True).fetchall()
+    assert len(outcome(conn, "complete_jobs", [job], [row[0]], {"results": [None]})) == 1
 
 
 def child_states(conn: psycopg.Connection[Any], children: list[int]) -> dict[tuple[str, int], int]:

@@ -88,11 +88,18 @@ def main(argv: list[str] | None = None) -> list[Row]:
     # The benches that measure on a server they are given (BENCH_DATABASE_URL)
     # get one with production defaults, autovacuum on, like those that start
     # their own: a team's shared service may be tuned otherwise.
+    given = os.environ.get("BENCH_DATABASE_URL")
     with cluster(args.database_url) as (admin, server):
         os.environ["BENCH_DATABASE_URL"] = admin
         print(f"server for the benches that take one: {server}", flush=True)
-        for name, bench_argv in plan:
-            got[name] = _run(name, bench_argv)
+        try:
+            for name, bench_argv in plan:
+                got[name] = _run(name, bench_argv)
+        finally:  # the caller's environment as it was
+            if given is None:
+                del os.environ["BENCH_DATABASE_URL"]
+            else:
+                os.environ["BENCH_DATABASE_URL"] = given
     rows = [_row(*spec, got) for spec in SPECS]
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
     print("\n== all")

@@ -188,3 +188,47 @@ def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
     assert row is not None
     text = json.dumps(row[0])
     assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text
+
+
+def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None) -> dict[str, int]:
+    """Which of the fair claim's ranking steps ran (their rows) in one claim
+    of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
+    generic plan, rolled back."""
+    from tick.queue import NO_CURSOR
+
+    params = {**NO_CURSOR, "queue": None, "slots": "{" + ",".join(
+        f"s{i}" for i in range(slots)) + "}", "lease": 60.0, "cap": 60.0, "leases": "{}",
+        "kinds": kinds, "queues": None}
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("claim_keyed_jobs"),
+                           params).fetchone()
+    assert row is not None
+    ran: dict[str, int] = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        name = node.get("Subplan Name", "")
+        if name.startswith("CTE "):
+            ran[name[4:]] = int(node.get("Actual Rows", 0)) if node.get("Actual Loops") else -1
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(row[0][0]["Plan"])
+    return ran
+
+
+def test_a_key_for_every_slot_skips_the_ranking(conn: psycopg.Connection[Any]) -> None:
+    """With a ready key for every slot in one priority and nothing to filter
+    or limit, round-robin gives each key its head, which the walk of keys
+    already read: the claim takes those and never runs its ranking (the
+    windows and sorts of `found`, `seen` and `ordered`, decision 0034).
+    With fewer keys than slots, or a kind filter, it ranks as before."""
+    for n in range(12):
+        enqueue(conn, 2, f"k{n:02d}")
+    many = ranked(conn, 8, None)
+    assert many["chosen"] == 8 and many["claimed"] == 8, many
+    assert many["found"] == many["seen"] == many["ordered"] == -1, many  # never executed
+    few = ranked(conn, 16, None)
+    assert few["claimed"] == 16 and few["found"] == 12 and few["ordered"] == 24, few
+    filtered = ranked(conn, 8, ["noop"])
+    assert filtered["claimed"] == 8 and filtered["found"] >= 8, filtered

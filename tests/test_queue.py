@@ -286,6 +286,35 @@ def test_enqueue_many_copy_path_keeps_order_and_content(conn: psycopg.Connection
         assert (row["run_at"] == later) == ("run_at" in job)
 
 
+def test_enqueue_many_copy_path_formats_each_shape_as_its_own(
+        conn: psycopg.Connection[Any]) -> None:
+    """The COPY builds the text around a payload once per combination of
+    checked fields (tick.copy_in.copy_many); every job still carries its
+    own: three shapes interleaved, and values of a str subclass that calls
+    every value equal, which are never shared between jobs."""
+
+    class Alike(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return 0
+
+    shapes = [{"kind": "a", "queue": "q1", "priority": 1, "timeout_secs": 2.5, "key": "t1"},
+              {"kind": "b", "queue": "q2", "max_attempts": 3},
+              {"kind": "a", "queue": "q1", "priority": 1, "timeout_secs": 2, "key": "t2"}]
+    jobs: list[dict[str, Any]] = [{**shapes[n % 3], "payload": {"n": n}} for n in range(150)]
+    jobs += [{"kind": Alike(f"alike-{n}"), "payload": {"n": n}} for n in range(80)]
+    ids = enqueue_many(conn, jobs)
+    rows = {r[0]: r[1:] for r in conn.execute(
+        "SELECT id, kind, queue, priority, timeout_secs, key, max_attempts, payload "
+        "FROM awc.jobs WHERE id = ANY (%s)", (ids,)).fetchall()}
+    for job_id, job in zip(ids, jobs, strict=True):
+        assert rows[job_id] == (str(job["kind"]), job.get("queue", "default"),
+                                job.get("priority", 0), job.get("timeout_secs"),
+                                job.get("key"), job.get("max_attempts", 5), job["payload"])
+
+
 @pytest.mark.parametrize("values", [
     [], ["plain"], ["a,b", 'say "hi"', "back\\slash", "{braces}", " spaced ", "NULL", ""],
     [None, '{"k": "v \\" \\\\ ,}"}', None], ["ünïcødé", "tab\there", "new\nline"],

@@ -6,14 +6,14 @@ Neither function commits: an enqueue joins the producer's own transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import EnqueueError as EnqueueError  # its home before SPEC §20
+from tick.payloads import payload_json
 from tick.statements import sql
-from tick.text import jsonb_refusal, text_refusal
+from tick.text import text_refusal
 from tick.timeouts import timeout_refusal
 
 if TYPE_CHECKING:
@@ -27,11 +27,8 @@ ENQUEUE_FIELDS = frozenset(
 )
 
 
-_ENCODE = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
-
 # Below this many jobs one INSERT is as quick as reserving ids and a COPY.
 COPY_THRESHOLD = 64
-COPY_CHUNK = 1000
 
 # What a producer may send (SPEC §4.3). The names fit in every index that
 # holds them with room to spare; PostgreSQL's own bounds for the numbers.
@@ -54,30 +51,6 @@ def _check_int(value: Any, field: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise EnqueueError(field, f"must be between {low} and {high}")
     return value
-
-
-def _payload_json(payload: Mapping[str, Any] | None) -> str:
-    """The payload as JSON text that jsonb stores as sent, or `EnqueueError`."""
-    if type(payload) is not dict:  # a plain dict, the usual case, skips the ABC checks
-        if payload is None or (isinstance(payload, Mapping) and not payload):
-            return "{}"
-        if not isinstance(payload, Mapping):
-            raise EnqueueError("payload", "must be a JSON object")
-        payload = dict(payload)
-    elif not payload:
-        return "{}"
-    try:
-        text = _ENCODE(payload)
-    except RecursionError:
-        raise EnqueueError("payload", "is nested too deeply") from None
-    except ValueError:
-        raise EnqueueError("payload", "holds NaN or an infinite number") from None
-    except TypeError as error:
-        raise EnqueueError("payload", f"is not JSON ({error})") from None
-    refusal = jsonb_refusal(text)
-    if refusal is not None:
-        raise EnqueueError("payload", refusal)
-    return text
 
 
 def _check_job(
@@ -120,7 +93,7 @@ def check_job(
     """Check a job as `enqueue` would, sending nothing; its payload as JSON
     text. `EnqueueError` names the field PostgreSQL would refuse."""
     _check_job(kind, max_attempts, run_at, priority, queue, dedupe_key, timeout_secs, key)
-    return _payload_json(payload)
+    return payload_json(payload)
 
 
 def enqueue(
@@ -220,19 +193,29 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
 
         _check_fields(batch)  # every field, before a parent is locked
         return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
-    _check_fields(batch)
+    shapes = _check_fields(batch)
     traces = _traces(batch)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
-        return _copy_many(conn, batch, traces)
+        from tick.copy_in import copy_many
+
+        return copy_many(conn, batch, traces, shapes)
     return _insert_many(conn, batch, traces)
 
 
-def _check_fields(batch: list[Mapping[str, Any]]) -> None:
-    """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3)."""
+def _check_fields(batch: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3).
+
+    Returns each job's checked fields (kind, max_attempts, run_at, priority,
+    queue, dedupe_key, timeout_secs, key), one tuple shared by the jobs
+    whose fields are the same values of the same types: the COPY formats
+    each such tuple once (`tick.copy_in`).
+    """
     # A batch repeats its kinds, queues and limits: each distinct combination
     # is checked once. The key holds each value's type as well, so True never
-    # passes for 1, nor 1.0 for 1; an unhashable value is checked every time.
-    passed: set[tuple[Any, ...]] = set()
+    # passes for 1, nor 1.0 for 1; an unhashable value, or one of a subclass,
+    # is checked every time.
+    passed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    shapes: list[tuple[Any, ...]] = []
     for n, job in enumerate(batch):
         if not ENQUEUE_FIELDS.issuperset(job):
             unknown = set(job) - ENQUEUE_FIELDS
@@ -242,18 +225,30 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> None:
         fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),
                   job.get("priority", 0), job.get("queue", "default"), job.get("dedupe_key"),
                   job.get("timeout_secs"), job.get("key"))
-        key: tuple[Any, ...] | None = (*fields, *map(type, fields))
+        key = (*fields, *map(type, fields))
         try:
-            if key in passed:
-                continue
+            seen = passed.get(key)
         except TypeError:  # unhashable: never cached
-            key = None
+            seen, hashable = None, False
+        else:
+            hashable = True
+        if seen is not None:
+            shapes.append(seen)
+            continue
         try:
             _check_job(*fields)
         except EnqueueError as error:
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
-        if key is not None:
-            passed.add(key)
+        # Shared only between values of the built-in types themselves: a
+        # subclass may call unequal values equal, and one job would then be
+        # written with another's fields.
+        if hashable and all(type(value) in _PLAIN for value in fields):
+            passed[key] = fields
+        shapes.append(fields)
+    return shapes
+
+
+_PLAIN = frozenset({str, int, float, type(None), datetime})
 
 
 def _traces(batch: list[Mapping[str, Any]]) -> list[str | None] | None:
@@ -280,7 +275,7 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
     }
     for job in batch:
         columns["kinds"].append(job["kind"])
-        columns["payloads"].append(_payload_json(job.get("payload")))
+        columns["payloads"].append(payload_json(job.get("payload")))
         columns["max_attempts"].append(job.get("max_attempts", 5))
         columns["run_ats"].append(job.get("run_at"))
         columns["priorities"].append(job.get("priority", 0))
@@ -290,72 +285,6 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
         columns["keys"].append(job.get("key"))
     rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
-
-
-def _copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
-               traces: list[str | None] | None) -> list[int]:
-    """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
-    statement, then stream the rows. Jobs without `run_at` take the column
-    default (the server's now()), so they go in a COPY without that column;
-    the trace context column is sent only when a job has one (SPEC §21)."""
-    from itertools import repeat
-
-    from psycopg.copy import QueuedLibpqWriter
-
-    row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
-    assert row is not None
-    ids: list[int] = row[0]
-    later_rows = []
-    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs, key" + (
-        "" if traces is None else ", trace_context")
-    with conn.cursor() as cur:
-        # The writer sends from its own thread: the server ingests one chunk
-        # while this thread formats the next (SPEC §14, bench/enqueue.py).
-        with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN",
-                      writer=QueuedLibpqWriter(cur)) as copy:
-            lines: list[str] = []
-            # ids and batch are of one length; with no column, every trace is None.
-            each_trace = repeat(None) if traces is None else traces
-            for job_id, job, trace in zip(ids, batch, each_trace, strict=False):
-                kind, payload = job["kind"], _payload_json(job.get("payload"))
-                max_attempts = int(job.get("max_attempts", 5))
-                priority = int(job.get("priority", 0))
-                queue, run_at = job.get("queue", "default"), job.get("run_at")
-                timeout, key = job.get("timeout_secs"), job.get("key")
-                if run_at is not None:
-                    later_rows.append((job_id, kind, payload, max_attempts, priority, queue,
-                                       timeout, key, trace, run_at))
-                    continue
-                # COPY's text format, built directly: one line per job (\N: null;
-                # repr() of a checked finite float is a number COPY reads back).
-                limit = "\\N" if timeout is None else repr(float(timeout))
-                fair = "\\N" if key is None else _copy_text(key)
-                tail = "" if traces is None else (
-                    "\t\\N" if trace is None else f"\t{_copy_text(trace)}")
-                lines.append(f"{job_id}\t{_copy_text(kind)}\t{_copy_text(payload)}\t"
-                             f"{max_attempts}\t{priority}\t{_copy_text(queue)}\t{limit}\t"
-                             f"{fair}{tail}\n")
-                if len(lines) == COPY_CHUNK:
-                    copy.write("".join(lines))
-                    lines = []
-            if lines:
-                copy.write("".join(lines))
-        if later_rows:
-            with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
-                          "timeout_secs, key, trace_context, run_at) FROM STDIN") as copy:
-                for values in later_rows:
-                    copy.write_row(values)
-    return ids
-
-
-_COPY_SPECIAL = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_text(value: str) -> str:
-    """`value` escaped for COPY's text format (backslash, tab, newline, CR)."""
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        return value.translate(_COPY_SPECIAL)
-    return value
 
 
 def _ids_in_input_order(

@@ -18,7 +18,7 @@ COPY_CHUNK = 1000
 
 
 def copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
-               traces: list[str | None] | None, shapes: list[tuple[Any, ...]]) -> list[int]:
+              traces: list[str | None] | None, shapes: list[tuple[Any, ...]]) -> list[int]:
     """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
     statement, then stream the rows. Jobs without `run_at` take the column
     default (the server's now()), so they go in a COPY without that column;
@@ -41,7 +41,8 @@ def copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
             lines: list[str] = []
             # The text around each payload, once per shape (the jobs of a
             # batch share a few): keyed by the shape tuple's identity, which
-            # _check_fields shares between jobs of the same checked values.
+            # the producer's field check shares between jobs of the same
+            # checked values (`shapes`, one per job).
             around: dict[int, tuple[str, str]] = {}
             # ids and batch are of one length; with no column, every trace is None.
             each_trace = repeat(None) if traces is None else traces

@@ -194,11 +194,10 @@ def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None) -
     """Which of the fair claim's ranking steps ran (their rows) in one claim
     of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
     generic plan, rolled back."""
-    from tick.queue import NO_CURSOR
+    from tick.queue import NO_CURSOR, array_literal
 
-    params = {**NO_CURSOR, "queue": None, "slots": "{" + ",".join(
-        f"s{i}" for i in range(slots)) + "}", "lease": 60.0, "cap": 60.0, "leases": "{}",
-        "kinds": kinds, "queues": None}
+    params = {**NO_CURSOR, "queue": None, "slots": array_literal([f"s{i}" for i in range(slots)]),
+              "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     with conn.transaction(force_rollback=True):
         conn.execute(sql("pin_plans"))
         row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("claim_keyed_jobs"),

@@ -290,8 +290,9 @@ def test_enqueue_many_copy_path_formats_each_shape_as_its_own(
         conn: psycopg.Connection[Any]) -> None:
     """The COPY builds the text around a payload once per combination of
     checked fields (tick.copy_in.copy_many); every job still carries its
-    own: three shapes interleaved, and values of a str subclass that calls
-    every value equal, which are never shared between jobs."""
+    own: three shapes interleaved; values of a str subclass that calls
+    every value equal, which are never shared between jobs; and text COPY's
+    format escapes (tab, newline, backslash), stored as given."""
 
     class Alike(str):
         def __eq__(self, other: object) -> bool:
@@ -305,6 +306,8 @@ def test_enqueue_many_copy_path_formats_each_shape_as_its_own(
               {"kind": "a", "queue": "q1", "priority": 1, "timeout_secs": 2, "key": "t2"}]
     jobs: list[dict[str, Any]] = [{**shapes[n % 3], "payload": {"n": n}} for n in range(150)]
     jobs += [{"kind": Alike(f"alike-{n}"), "payload": {"n": n}} for n in range(80)]
+    jobs += [{"kind": f"tab\there-{n}", "queue": "new\nline", "key": "back\\slash ünï",
+              "payload": {"text": "a\tb\\c\nd\re \\N ✓", "n": n}} for n in range(3)]
     ids = enqueue_many(conn, jobs)
     rows = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, kind, queue, priority, timeout_secs, key, max_attempts, payload "

@@ -104,6 +104,28 @@ def test_each_job_of_a_batch_is_checked_even_when_it_looks_like_an_earlier_one(
     assert row == (0,)
 
 
+@pytest.mark.parametrize("size", [3, 200])  # one INSERT, and the COPY path
+@pytest.mark.parametrize("payload, why", [
+    ({"x": float("nan")}, "NaN"), ({"x": "\ud800"}, "surrogate"), ({"x": "\x00"}, "NUL"),
+])
+def test_a_bad_payload_late_in_a_batch_is_refused_before_anything_is_sent(
+        conn: psycopg.Connection[Any], size: int, payload: dict[str, Any], why: str) -> None:
+    """A payload jsonb would refuse is named by its job, and refused before a
+    row goes: the caller's transaction, and what it enqueued before, stay as
+    they were (a refusal in the middle of a COPY would abort the
+    transaction)."""
+    from tick.producer import EnqueueError
+
+    with conn.transaction():
+        first = enqueue(conn, "noop")
+        batch: list[dict[str, Any]] = [{"kind": "noop", "payload": {"n": n}} for n in range(size)]
+        batch[-2]["payload"] = payload
+        with pytest.raises(EnqueueError, match=f"^job {size - 2}: payload: .*{why}"):
+            enqueue_many(conn, batch)
+        assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1,)
+    assert conn.execute("SELECT id FROM awc.jobs").fetchall() == [(first,)]
+
+
 def test_constraints_reject_bad_rows(conn: psycopg.Connection[Any]) -> None:
     for bad in (
         "INSERT INTO awc.jobs (kind) VALUES ('')",

@@ -4,10 +4,8 @@ directly, after `tick.producer` checked every field."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tick.payloads import payload_json
 from tick.statements import sql
 
 if TYPE_CHECKING:
@@ -19,15 +17,16 @@ if TYPE_CHECKING:
 COPY_CHUNK = 1000
 
 
-def copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
-              traces: list[str | None] | None, shapes: list[tuple[Any, ...]]) -> list[int]:
-    """COPY the jobs in (no dedupe keys in the batch): reserve their ids in one
+def copy_many(conn: psycopg.Connection[Any], shapes: list[tuple[Any, ...]], payloads: list[str],
+              traces: list[str | None] | None) -> list[int]:
+    """COPY the jobs in (no dedupe keys in the batch), their fields and
+    payloads as the producer checked them: reserve their ids in one
     statement, then stream the rows. Jobs without `run_at` take the column
     default (the server's now()), so they go in a COPY without that column;
     the trace context column is sent only when a job has one (SPEC §21)."""
     from itertools import repeat
 
-    row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
+    row = conn.execute(sql("reserve_job_ids"), {"n": len(shapes)}).fetchone()
     assert row is not None
     ids: list[int] = row[0]
     later_rows = []
@@ -35,8 +34,8 @@ def copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
         "" if traces is None else ", trace_context")
     with conn.cursor() as cur:
         # psycopg's own writer, from this thread: its queued writer's thread
-        # waits for the interpreter's lock behind the formatting, and the
-        # rows reached the server later (decision 0006: 0.95 of this).
+        # waited for the interpreter's lock behind the formatting, and the
+        # rows reached the server later (decision 0006).
         with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN") as copy:
             lines: list[str] = []
             # The text around each payload, once per shape (the jobs of a
@@ -44,10 +43,10 @@ def copy_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
             # the producer's field check shares between jobs of the same
             # checked values (`shapes`, one per job).
             around: dict[int, tuple[str, str]] = {}
-            # ids and batch are of one length; with no column, every trace is None.
+            # ids and shapes are of one length; with no column, every trace is None.
             each_trace = repeat(None) if traces is None else traces
-            for job_id, job, trace, shape in zip(ids, batch, each_trace, shapes, strict=False):
-                payload = payload_json(job.get("payload"))
+            for job_id, payload, trace, shape in zip(ids, payloads, each_trace, shapes,
+                                                     strict=False):
                 kind, max_attempts, run_at, priority, queue, _, timeout, key = shape
                 if run_at is not None:
                     later_rows.append((job_id, kind, payload, int(max_attempts), int(priority),

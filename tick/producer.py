@@ -193,22 +193,24 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
 
         _check_fields(batch)  # every field, before a parent is locked
         return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
-    shapes = _check_fields(batch)
+    shapes, payloads = _check_fields(batch)
     traces = _traces(batch)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
         from tick.copy_in import copy_many
 
-        return copy_many(conn, batch, traces, shapes)
-    return _insert_many(conn, batch, traces)
+        return copy_many(conn, shapes, payloads, traces)
+    return _insert_many(conn, batch, traces, payloads)
 
 
-def _check_fields(batch: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-    """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3).
+def _check_fields(batch: list[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3),
+    payloads included, before anything is sent: a refusal in the middle of
+    a COPY would abort the caller's transaction.
 
     Returns each job's checked fields (kind, max_attempts, run_at, priority,
     queue, dedupe_key, timeout_secs, key), one tuple shared by the jobs
     whose fields are the same values of the same types: the COPY formats
-    each such tuple once (`tick.copy_in`).
+    each such tuple once (`tick.copy_in`); and each job's payload as JSON.
     """
     # A batch repeats its kinds, queues and limits: each distinct combination
     # is checked once. The key holds each value's type as well, so True never
@@ -216,6 +218,7 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     # is checked every time.
     passed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     shapes: list[tuple[Any, ...]] = []
+    payloads: list[str] = []
     for n, job in enumerate(batch):
         if not ENQUEUE_FIELDS.issuperset(job):
             unknown = set(job) - ENQUEUE_FIELDS
@@ -232,20 +235,20 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
             seen, hashable = None, False
         else:
             hashable = True
-        if seen is not None:
-            shapes.append(seen)
-            continue
         try:
-            _check_job(*fields)
+            if seen is None:
+                _check_job(*fields)
+                # Shared only between values of the built-in types
+                # themselves: a subclass may call unequal values equal, and
+                # one job would then be written with another's fields.
+                if hashable and all(type(value) in _PLAIN for value in fields):
+                    passed[key] = fields
+                seen = fields
+            payloads.append(payload_json(job.get("payload")))
         except EnqueueError as error:
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
-        # Shared only between values of the built-in types themselves: a
-        # subclass may call unequal values equal, and one job would then be
-        # written with another's fields.
-        if hashable and all(type(value) in _PLAIN for value in fields):
-            passed[key] = fields
-        shapes.append(fields)
-    return shapes
+        shapes.append(seen)
+    return shapes, payloads
 
 
 _PLAIN = frozenset({str, int, float, type(None), datetime})
@@ -266,16 +269,15 @@ def _traces(batch: list[Mapping[str, Any]]) -> list[str | None] | None:
 
 
 def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
-                 traces: list[str | None] | None) -> list[int]:
+                 traces: list[str | None] | None, payloads: list[str]) -> list[int]:
     """INSERT the jobs in one statement, dedupe keys and all."""
     columns: dict[str, list[Any]] = {
-        "kinds": [], "payloads": [], "max_attempts": [], "run_ats": [],
+        "kinds": [], "payloads": payloads, "max_attempts": [], "run_ats": [],
         "priorities": [], "queues": [], "dedupe_keys": [], "timeouts": [], "keys": [],
         "trace_contexts": traces if traces is not None else [None] * len(batch),
     }
     for job in batch:
         columns["kinds"].append(job["kind"])
-        columns["payloads"].append(payload_json(job.get("payload")))
         columns["max_attempts"].append(job.get("max_attempts", 5))
         columns["run_ats"].append(job.get("run_at"))
         columns["priorities"].append(job.get("priority", 0))

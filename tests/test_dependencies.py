@@ -238,6 +238,29 @@ def test_wait_polls_when_no_notification_comes(conn: psycopg.Connection[Any],
         wait(conn, enqueue(conn, "never"), 0.2, poll_secs=0.05)
 
 
+def test_a_nan_wait_is_refused_and_an_infinite_one_has_no_deadline(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    """SPEC §20: a NaN deadline never comes, and the wait polled without a
+    pause (no comparison with NaN is true): refused, in the library and on
+    the command line, where click's FloatRange let it through."""
+    import math
+
+    from tests.support import run_awc
+    from tick.waiting import wait
+
+    job = enqueue(conn, "ok")
+    with pytest.raises(ValueError, match="timeout_secs"):
+        wait(conn, job, math.nan)
+    with pytest.raises(ValueError, match="poll_secs"):
+        wait(conn, job, 1, poll_secs=math.nan)
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', result = '{}' WHERE id = %s", (job,))
+    assert wait(conn, job, math.inf).state == "COMPLETED"
+    for value in ("nan", "inf", "-inf", "1e400", "-1", "many"):
+        done = run_awc(awc_env, "wait", str(job), "--timeout", value)
+        assert done.returncode == 2 and "--timeout" in done.stderr, (value, done.stderr)
+        assert "Traceback" not in done.stderr and value not in done.stderr.split(":")[-1]
+
+
 def test_awc_wait_and_enqueue_after_from_the_command_line(
         conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
     from tests.support import run_awc

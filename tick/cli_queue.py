@@ -20,6 +20,7 @@ import click
 
 from tick.settings import Settings, load_settings
 from tick.text import for_terminal
+from tick.timeouts import MAX_TIMEOUT_SECS
 from tick.words import JOB_STATES
 
 
@@ -71,6 +72,30 @@ def _not_json_number(text: str) -> Any:
     raise ValueError(f"{text} is not a JSON number")
 
 
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A number of seconds in [`low`, `high`]. click's FloatRange lets NaN
+    through (every comparison with it is false), and a NaN deadline never
+    comes: `awc wait --timeout nan` polled forever. Every float option of
+    the commands is this type."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            secs = float(value)
+        except (TypeError, ValueError):
+            self.fail("is not a number of seconds", param, ctx)
+        if not math.isfinite(secs):
+            self.fail("must be a finite number of seconds", param, ctx)
+        if not self.low <= secs <= self.high:
+            self.fail(f"must be between {self.low:.15g} and {self.high:.15g} seconds", param, ctx)
+        return secs
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -113,13 +138,13 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.option("--payload", default="{}", show_default=True,
               help="The job's payload, a JSON object.")
 @click.option("--max-attempts", type=click.IntRange(1, 2**31 - 1), default=5, show_default=True)
-@click.option("--delay", type=click.FloatRange(0, MAX_DELAY_SECS),
+@click.option("--delay", type=Seconds(0, MAX_DELAY_SECS),
               help="Seconds before it may run.")
 @click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
 @click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
 @click.option("--queue", default="default", show_default=True)
 @click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
-@click.option("--timeout", "timeout_secs", type=float,
+@click.option("--timeout", "timeout_secs", type=Seconds(1, MAX_TIMEOUT_SECS),
               help="Seconds one run may take (1 to 604800), overriding its handler's.")
 @click.option("--after", type=click.IntRange(1, 2**63 - 1), multiple=True, metavar="ID",
               help="A job this one waits for (repeat for several).")
@@ -151,8 +176,6 @@ def enqueue_command(
 
     if delay is not None and run_at is not None:
         raise click.UsageError("give --delay or --run-at, not both")
-    if delay is not None and not math.isfinite(delay):
-        raise click.BadParameter("must be a finite number of seconds", param_hint="--delay")
     body = parse_payload(payload)
     when = parse_run_at(run_at) if run_at else None
     if delay is not None:  # checked on the host's clock; the run_at sent is the database's
@@ -187,7 +210,7 @@ def enqueue_command(
 
 @click.command("wait")
 @click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
-@click.option("--timeout", type=click.FloatRange(0, MAX_DELAY_SECS), default=300,
+@click.option("--timeout", type=Seconds(0, MAX_DELAY_SECS), default=300,
               show_default=True, help="Seconds to wait for the job to be final.")
 def wait_command(job_id: int, timeout: float) -> None:
     """Wait for job JOB_ID to be final; print its result as JSON and exit 0

@@ -12,6 +12,7 @@ that dropped, a LISTEN that began after the job finished).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,7 +66,12 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
 
     On an autocommit connection it LISTENs for the job's final notification
     (and UNLISTENs before returning); inside a transaction, where a LISTEN
-    would wait for the commit, it polls every `poll_secs`."""
+    would wait for the commit, it polls every `poll_secs`. An infinite
+    timeout waits as long as it takes; NaN is refused (no deadline compares
+    with it, and the wait would poll without pause)."""
+    if math.isnan(timeout_secs) or not poll_secs > 0 or math.isinf(poll_secs):
+        raise ValueError("wait: timeout_secs must be a number (inf: no deadline) and "
+                         "poll_secs a finite number above 0")
     end = time.monotonic() + max(timeout_secs, 0.0)
     listening = conn.autocommit
     if listening:

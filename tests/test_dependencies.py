@@ -148,6 +148,10 @@ def test_a_child_cancelled_while_waiting_stays_cancelled(conn: psycopg.Connectio
     ([{"kind": "k", "after": ["#0"]}], "job 0: after", '"#0" is not an earlier job'),
     ([{"kind": "k"}, {"kind": "k", "after": ["#2"]}], "job 1: after", '"#2" is not an earlier'),
     ([{"kind": "k", "after": ["#x"]}], "job 0: after", 'is not "#N"'),
+    ([{"kind": "k", "after": ["#\u0661"]}], "job 0: after", 'is not "#N"'),  # not ASCII
+    # more digits than int() reads: refused as any other N too large
+    ([{"kind": "k"}, {"kind": "k", "after": ["#" + "9" * 5000]}], "job 1: after",
+     '"#N" is not an earlier job of this call (this is job 1)'),
     ([{"kind": "k", "after": "#0"}], "job 0: after", "must be a list of job ids"),
     ([{"kind": "k", "after": [1.5]}], "job 0: after", "must list job ids"),
     ([{"kind": "k", "after": [True]}], "job 0: after", "must list job ids"),
@@ -167,6 +171,16 @@ def test_bad_declarations_are_refused_by_field_with_nothing_inserted(
         enqueue_many(conn, jobs)
     assert caught.value.field == field
     assert reason in caught.value.reason
+    assert count_jobs(conn) == before
+
+
+@pytest.mark.parametrize("item", [5, None, "kind", ["kind"]])
+def test_a_job_that_is_no_mapping_is_refused_by_its_index(
+        conn: psycopg.Connection[Any], item: Any) -> None:
+    before = count_jobs(conn)
+    for jobs in ([{"kind": "k"}, item], [{"kind": "k", "after": []}, item]):
+        with pytest.raises(TypeError, match=r"enqueue_many: job 1 is a .*, not a mapping"):
+            enqueue_many(conn, jobs)
     assert count_jobs(conn) == before
 
 

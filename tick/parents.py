@@ -35,10 +35,12 @@ def _parent(value: Any, own: int | None, field: str) -> Parent:
         digits = value[1:]
         if not value.startswith("#") or not digits.isascii() or not digits.isdigit():
             raise EnqueueError(field, 'holds a string that is not "#N"')
-        n = int(digits)
+        # More digits than any call has jobs: refused before int() (which
+        # refuses 4,300 digits and more with its own error).
+        n = int(digits) if len(digits) <= 18 else BIGINT_MAX
         if n >= own:
-            raise EnqueueError(field, f'"#{n}" is not an earlier job of this call '
-                                      f"(this is job {own})")
+            raise EnqueueError(field, f'"#{n if n < BIGINT_MAX else "N"}" is not an earlier '
+                                      f"job of this call (this is job {own})")
         return ("#", n)
     if isinstance(value, bool) or not isinstance(value, int):
         raise EnqueueError(field, "must list job ids")
@@ -71,7 +73,9 @@ def check_policy(policy: Any, field: str = "on_parent_failure") -> str:
 
 def wants_parents(jobs: Sequence[Mapping[str, Any]]) -> bool:
     """Whether any job of the call declares a dependency."""
-    return any(not DEPENDENCY_FIELDS.isdisjoint(job) for job in jobs)
+    # A job that is no mapping is refused by the field check, by its index.
+    return any((type(job) is dict or isinstance(job, Mapping))
+               and not DEPENDENCY_FIELDS.isdisjoint(job) for job in jobs)
 
 
 def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],

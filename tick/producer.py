@@ -220,6 +220,8 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]]
     shapes: list[tuple[Any, ...]] = []
     payloads: list[str] = []
     for n, job in enumerate(batch):
+        if type(job) is not dict and not isinstance(job, Mapping):
+            raise TypeError(f"enqueue_many: job {n} is a {type(job).__name__}, not a mapping")
         if not ENQUEUE_FIELDS.issuperset(job):
             unknown = set(job) - ENQUEUE_FIELDS
             raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")

@@ -104,16 +104,17 @@ def test_each_job_of_a_batch_is_checked_even_when_it_looks_like_an_earlier_one(
     assert row == (0,)
 
 
-@pytest.mark.parametrize("size", [3, 200])  # one INSERT, and the COPY path
+# One INSERT; the COPY path, refused in its first chunk and past several sent.
+@pytest.mark.parametrize("size", [3, 200, 3500])
 @pytest.mark.parametrize("payload, why", [
     ({"x": float("nan")}, "NaN"), ({"x": "\ud800"}, "surrogate"), ({"x": "\x00"}, "NUL"),
 ])
-def test_a_bad_payload_late_in_a_batch_is_refused_before_anything_is_sent(
+def test_a_bad_payload_late_in_a_batch_leaves_the_callers_transaction_as_it_was(
         conn: psycopg.Connection[Any], size: int, payload: dict[str, Any], why: str) -> None:
-    """A payload jsonb would refuse is named by its job, and refused before a
-    row goes: the caller's transaction, and what it enqueued before, stay as
-    they were (a refusal in the middle of a COPY would abort the
-    transaction)."""
+    """A payload jsonb would refuse is named by its job, and the caller's
+    transaction, and what it enqueued before, stay as they were: the COPY
+    checks each job as it streams, and a refusal ends it inside a savepoint
+    (decision 0006)."""
     from tick.producer import EnqueueError
 
     with conn.transaction():
@@ -123,7 +124,46 @@ def test_a_bad_payload_late_in_a_batch_is_refused_before_anything_is_sent(
         with pytest.raises(EnqueueError, match=f"^job {size - 2}: payload: .*{why}"):
             enqueue_many(conn, batch)
         assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1,)
-    assert conn.execute("SELECT id FROM awc.jobs").fetchall() == [(first,)]
+        more = enqueue_many(conn, batch[:-2])  # the transaction goes on
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (size - 1,)
+    assert conn.execute("SELECT min(id) FROM awc.jobs").fetchone() == (first,)
+    assert len(set(more)) == size - 2
+
+
+@pytest.mark.parametrize("autocommit", [False, True])
+@pytest.mark.parametrize("late", [
+    {"kind": ""},  # a field
+    {"kind": "noop", "run_at": datetime(2026, 1, 1, tzinfo=UTC), "priority": 2**15},  # later COPY
+    {"kind": "noop", "colour": "red"},  # an unknown field
+])
+def test_a_refusal_mid_copy_leaves_nothing_and_the_connection_usable(
+        db_url: str, autocommit: bool, late: dict[str, Any]) -> None:
+    """Past the first chunk sent, on a connection in autocommit (the COPY is
+    its own transaction) and in the caller's implicit transaction (the COPY
+    is in a savepoint): a refused job leaves no row and the session usable."""
+    from tick.db import connect
+    from tick.producer import EnqueueError
+
+    with connect(db_url) as other:
+        other.autocommit = autocommit
+        before = other.execute("SELECT count(*) FROM awc.jobs").fetchone()
+        batch: list[dict[str, Any]] = [{"kind": "noop", "payload": {"n": n}}
+                                       for n in range(2500)]
+        batch[2400] = late
+        with pytest.raises((EnqueueError, TypeError), match="^(job 2400: |enqueue_many: )"):
+            enqueue_many(other, batch)
+        assert other.execute("SELECT count(*) FROM awc.jobs").fetchone() == before
+        assert len(enqueue_many(other, batch[:2400])) == 2400
+        other.commit()
+    assert conn_count(db_url) == (before[0] if before else 0) + 2400
+
+
+def conn_count(db_url: str) -> int:
+    from tick.db import connect
+
+    with connect(db_url) as fresh:
+        row = fresh.execute("SELECT count(*) FROM awc.jobs").fetchone()
+    return int(row[0]) if row else 0
 
 
 def test_constraints_reject_bad_rows(conn: psycopg.Connection[Any]) -> None:

@@ -1,9 +1,10 @@
 """The COPY path of `enqueue_many` (SPEC §4.3, §14): the rows of a batch
 without dedupe keys stream into awc.jobs in COPY's text format, built
-directly, after `tick.producer` checked every field."""
+directly, each job checked by `tick.producer`'s field check as it goes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
@@ -11,72 +12,97 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
+# The producer's field check of one job (its index, the job): the job's
+# checked fields and its payload as JSON (`tick.producer.FieldCheck`).
+Check = Callable[[int, Mapping[str, Any]], tuple[tuple[Any, ...], str]]
+
 # Rows per write: libpq sends what the socket takes of one chunk (the
 # connection is non-blocking) while the next is built; the server ingests as
 # the rows arrive.
 COPY_CHUNK = 1000
 
 
-def copy_many(conn: psycopg.Connection[Any], shapes: list[tuple[Any, ...]], payloads: list[str],
-              traces: list[str | None] | None) -> list[int]:
-    """COPY the jobs in (no dedupe keys in the batch), their fields and
-    payloads as the producer checked them: reserve their ids in one
-    statement, then stream the rows. Jobs without `run_at` take the column
-    default (the server's now()), so they go in a COPY without that column;
-    the trace context column is sent only when a job has one (SPEC §21)."""
-    from itertools import repeat
+def copy_many(conn: psycopg.Connection[Any], batch: Sequence[Mapping[str, Any]],
+              traces: list[str | None] | None, check: Check) -> list[int]:
+    """COPY the jobs in (no dedupe keys in the batch): reserve their ids in
+    one statement, then check (`check`: each job's fields as the producer
+    checks them, and its payload as JSON) and stream the rows a chunk at a
+    time. Jobs without `run_at` take the column default (the server's now()),
+    so they go in a COPY without that column; the trace context column is
+    sent only when a job has one (SPEC §21).
 
-    row = conn.execute(sql("reserve_job_ids"), {"n": len(shapes)}).fetchone()
+    A job `check` refuses ends the COPY: inside the caller's transaction,
+    the COPY runs in a savepoint, rolled back then, so the transaction is
+    as it was before the call; without one, the COPY is its own."""
+    from contextlib import nullcontext
+
+    from psycopg.pq import TransactionStatus
+
+    row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
     assert row is not None
     ids: list[int] = row[0]
-    later_rows = []
-    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs, key" + (
-        "" if traces is None else ", trace_context")
-    with conn.cursor() as cur:
-        # psycopg's own writer, from this thread: its queued writer's thread
-        # waited for the interpreter's lock behind the formatting, and the
-        # rows reached the server later (decision 0006).
-        with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN") as copy:
-            lines: list[str] = []
-            # The text around each payload, once per shape (the jobs of a
-            # batch share a few): keyed by the shape tuple's identity, which
-            # the producer's field check shares between jobs of the same
-            # checked values (`shapes`, one per job).
-            around: dict[int, tuple[str, str]] = {}
-            # ids and shapes are of one length; with no column, every trace is None.
-            each_trace = repeat(None) if traces is None else traces
-            for job_id, payload, trace, shape in zip(ids, payloads, each_trace, shapes,
-                                                     strict=False):
-                kind, max_attempts, run_at, priority, queue, _, timeout, key = shape
-                if run_at is not None:
-                    later_rows.append((job_id, kind, payload, int(max_attempts), int(priority),
-                                       queue, timeout, key, trace, run_at))
-                    continue
-                text = around.get(id(shape))
-                if text is None:
-                    # COPY's text format, built directly: one line per job (\N:
-                    # null; repr() of a checked finite float is a number COPY
-                    # reads back).
-                    limit = "\\N" if timeout is None else repr(float(timeout))
-                    fair = "\\N" if key is None else copy_text(key)
-                    text = around[id(shape)] = (
-                        f"\t{copy_text(kind)}\t",
-                        f"\t{int(max_attempts)}\t{int(priority)}\t{copy_text(queue)}\t{limit}\t"
-                        f"{fair}")
-                tail = "" if traces is None else (
-                    "\t\\N" if trace is None else f"\t{copy_text(trace)}")
-                lines.append(f"{job_id}{text[0]}{copy_text(payload)}{text[1]}{tail}\n")
-                if len(lines) == COPY_CHUNK:
-                    copy.write("".join(lines))
-                    lines = []
-            if lines:
-                copy.write("".join(lines))
+    # Reserving the ids began the caller's transaction, if it has one.
+    held = conn.info.transaction_status == TransactionStatus.INTRANS
+    with conn.transaction() if held else nullcontext(), conn.cursor() as cur:
+        later_rows = _copy_rows(cur, batch, ids, traces, check)
         if later_rows:
             with cur.copy("COPY awc.jobs (id, kind, payload, max_attempts, priority, queue, "
                           "timeout_secs, key, trace_context, run_at) FROM STDIN") as copy:
                 for values in later_rows:
                     copy.write_row(values)
     return ids
+
+
+def _copy_rows(cur: psycopg.Cursor[Any], batch: Sequence[Mapping[str, Any]], ids: list[int],
+               traces: list[str | None] | None, check: Check) -> list[tuple[Any, ...]]:
+    """The COPY of the jobs without `run_at`, checked a chunk ahead of the
+    server; the rows of the others, checked, for a COPY of their own."""
+    from itertools import repeat
+
+    later_rows = []
+    columns = "id, kind, payload, max_attempts, priority, queue, timeout_secs, key" + (
+        "" if traces is None else ", trace_context")
+    # psycopg's own writer, from this thread: its queued writer's thread
+    # waited for the interpreter's lock behind the formatting, and the rows
+    # reached the server later (decision 0006).
+    with cur.copy(f"COPY awc.jobs ({columns}) FROM STDIN") as copy:
+        lines: list[str] = []
+        # The text around each payload, once per shape (the jobs of a batch
+        # share a few): keyed by the shape tuple's identity, which the
+        # field check shares between jobs of the same checked values. The
+        # entry holds the tuple too: an identity is unique only while its
+        # object lives, and a shape the check does not share would die with
+        # its job, and its identity come back for another job's.
+        around: dict[int, tuple[str, str, tuple[Any, ...]]] = {}
+        # ids and jobs are of one length; with no column, every trace is None.
+        each_trace = repeat(None) if traces is None else traces
+        for n, (job_id, job, trace) in enumerate(zip(ids, batch, each_trace, strict=False)):
+            shape, payload = check(n, job)
+            kind, max_attempts, run_at, priority, queue, _, timeout, key = shape
+            if run_at is not None:
+                later_rows.append((job_id, kind, payload, int(max_attempts), int(priority),
+                                   queue, timeout, key, trace, run_at))
+                continue
+            text = around.get(id(shape))
+            if text is None:
+                # COPY's text format, built directly: one line per job (\N:
+                # null; repr() of a checked finite float is a number COPY
+                # reads back).
+                limit = "\\N" if timeout is None else repr(float(timeout))
+                fair = "\\N" if key is None else copy_text(key)
+                text = around[id(shape)] = (
+                    f"\t{copy_text(kind)}\t",
+                    f"\t{int(max_attempts)}\t{int(priority)}\t{copy_text(queue)}\t{limit}\t"
+                    f"{fair}", shape)
+            tail = "" if traces is None else (
+                "\t\\N" if trace is None else f"\t{copy_text(trace)}")
+            lines.append(f"{job_id}{text[0]}{copy_text(payload)}{text[1]}{tail}\n")
+            if len(lines) == COPY_CHUNK:
+                copy.write("".join(lines))
+                lines = []
+        if lines:
+            copy.write("".join(lines))
+    return later_rows
 
 
 _COPY_SPECIAL = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})

@@ -73,9 +73,7 @@ def check_policy(policy: Any, field: str = "on_parent_failure") -> str:
 
 def wants_parents(jobs: Sequence[Mapping[str, Any]]) -> bool:
     """Whether any job of the call declares a dependency."""
-    # A job that is no mapping is refused by the field check, by its index.
-    return any((type(job) is dict or isinstance(job, Mapping))
-               and not DEPENDENCY_FIELDS.isdisjoint(job) for job in jobs)
+    return any(not DEPENDENCY_FIELDS.isdisjoint(job) for job in jobs)
 
 
 def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],

@@ -186,6 +186,9 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
     batch = list(jobs)
     if not batch:
         return []
+    for n, job in enumerate(batch):  # before any field of any job is read
+        if type(job) is not dict and not isinstance(job, Mapping):
+            raise TypeError(f"enqueue_many: job {n} is a {type(job).__name__}, not a mapping")
     from tick.parents import wants_parents
 
     if wants_parents(batch):
@@ -193,35 +196,35 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
 
         _check_fields(batch)  # every field, before a parent is locked
         return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
-    shapes, payloads = _check_fields(batch)
     traces = _traces(batch)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
         from tick.copy_in import copy_many
 
-        return copy_many(conn, shapes, payloads, traces)
-    return _insert_many(conn, batch, traces, payloads)
+        # Checked as the rows stream: the server ingests a chunk while the
+        # next is checked (decision 0006); a refusal ends the COPY in a
+        # savepoint, so the caller's transaction is as it was.
+        return copy_many(conn, batch, traces, FieldCheck())
+    return _insert_many(conn, batch, traces, _check_fields(batch))
 
 
-def _check_fields(batch: list[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], list[str]]:
+class FieldCheck:
     """Refuse, by job and field, what PostgreSQL would refuse (SPEC §4.3),
-    payloads included, before anything is sent: a refusal in the middle of
-    a COPY would abort the caller's transaction.
+    payload included. Called with each job and its index, it returns the
+    job's checked fields (kind, max_attempts, run_at, priority, queue,
+    dedupe_key, timeout_secs, key), one tuple shared by the jobs whose
+    fields are the same values of the same types (the COPY formats each
+    such tuple once, `tick.copy_in`), and its payload as JSON."""
 
-    Returns each job's checked fields (kind, max_attempts, run_at, priority,
-    queue, dedupe_key, timeout_secs, key), one tuple shared by the jobs
-    whose fields are the same values of the same types: the COPY formats
-    each such tuple once (`tick.copy_in`); and each job's payload as JSON.
-    """
-    # A batch repeats its kinds, queues and limits: each distinct combination
-    # is checked once. The key holds each value's type as well, so True never
-    # passes for 1, nor 1.0 for 1; an unhashable value, or one of a subclass,
-    # is checked every time.
-    passed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    shapes: list[tuple[Any, ...]] = []
-    payloads: list[str] = []
-    for n, job in enumerate(batch):
-        if type(job) is not dict and not isinstance(job, Mapping):
-            raise TypeError(f"enqueue_many: job {n} is a {type(job).__name__}, not a mapping")
+    __slots__ = ("passed",)
+
+    def __init__(self) -> None:
+        # A batch repeats its kinds, queues and limits: each distinct
+        # combination is checked once. The key holds each value's type as
+        # well, so True never passes for 1, nor 1.0 for 1; an unhashable
+        # value, or one of a subclass, is checked every time.
+        self.passed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def __call__(self, n: int, job: Mapping[str, Any]) -> tuple[tuple[Any, ...], str]:
         if not ENQUEUE_FIELDS.issuperset(job):
             unknown = set(job) - ENQUEUE_FIELDS
             raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
@@ -232,7 +235,7 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]]
                   job.get("timeout_secs"), job.get("key"))
         key = (*fields, *map(type, fields))
         try:
-            seen = passed.get(key)
+            seen = self.passed.get(key)
         except TypeError:  # unhashable: never cached
             seen, hashable = None, False
         else:
@@ -244,13 +247,18 @@ def _check_fields(batch: list[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]]
                 # themselves: a subclass may call unequal values equal, and
                 # one job would then be written with another's fields.
                 if hashable and all(type(value) in _PLAIN for value in fields):
-                    passed[key] = fields
+                    self.passed[key] = fields
                 seen = fields
-            payloads.append(payload_json(job.get("payload")))
+            return seen, payload_json(job.get("payload"))
         except EnqueueError as error:
             raise EnqueueError(f"job {n}: {error.field}", error.reason) from None
-        shapes.append(seen)
-    return shapes, payloads
+
+
+def _check_fields(batch: list[Mapping[str, Any]]) -> list[str]:
+    """Every job of `batch` checked (`FieldCheck`) before anything is sent;
+    each job's payload as JSON."""
+    check = FieldCheck()
+    return [check(n, job)[1] for n, job in enumerate(batch)]
 
 
 _PLAIN = frozenset({str, int, float, type(None), datetime})

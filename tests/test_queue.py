@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -150,7 +151,7 @@ def test_a_refusal_mid_copy_leaves_nothing_and_the_connection_usable(
         batch: list[dict[str, Any]] = [{"kind": "noop", "payload": {"n": n}}
                                        for n in range(2500)]
         batch[2400] = late
-        with pytest.raises((EnqueueError, TypeError), match="^(job 2400: |enqueue_many: )"):
+        with pytest.raises((EnqueueError, TypeError), match=r"^(job 2400: |enqueue_many: )"):
             enqueue_many(other, batch)
         assert other.execute("SELECT count(*) FROM awc.jobs").fetchone() == before
         assert len(enqueue_many(other, batch[:2400])) == 2400
@@ -164,6 +165,55 @@ def conn_count(db_url: str) -> int:
     with connect(db_url) as fresh:
         row = fresh.execute("SELECT count(*) FROM awc.jobs").fetchone()
     return int(row[0]) if row else 0
+
+
+def _deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(("payload", "why"), [
+    (_circular(), "holds itself (a circular reference)"),
+    ({"d": _deep_list(5000)}, "nested too deeply"),
+    ({"x": [1, float("-inf")]}, "NaN or an infinite"),
+    ({"x": {1, 2}}, "is not JSON (Object of type set"),
+    ({(1, 2): 3}, "is not JSON (keys must be"),
+    ({"x": "\x00"}, "NUL"),
+])
+@pytest.mark.parametrize("size", [1, 100])  # enqueue, and enqueue_many's COPY
+def test_payloads_json_cannot_hold_are_refused_by_job_and_field(
+        conn: psycopg.Connection[Any], payload: dict[str, Any], why: str, size: int) -> None:
+    """Every payload is encoded with one set of options;
+    what JSON or jsonb cannot hold, a payload that holds itself included,
+    is refused with a reason, and nothing is stored."""
+    from tick.producer import EnqueueError
+
+    with pytest.raises(EnqueueError, match=f"payload: .*{re.escape(why)}"):
+        if size == 1:
+            enqueue(conn, "k", payload)
+        else:
+            enqueue_many(conn, [{"kind": "k"}] * (size - 1) + [{"kind": "k", "payload": payload}])
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
+
+
+def test_payloads_are_stored_as_json_encodes_them(conn: psycopg.Connection[Any]) -> None:
+    payload = {"a": [1, 2.5, -0.0, 1e300, None, True], "é": "\u2028\n\t\\", 1: "one",
+               "big": 2**70, "b": {"c": {}}}
+    ids = [enqueue(conn, "k", payload),
+           *enqueue_many(conn, [{"kind": "k", "payload": payload}] * 70)]
+    stored = {row[0] for row in conn.execute(
+        "SELECT payload::text FROM awc.jobs WHERE id = ANY (%s)", (ids,)).fetchall()}
+    expected = conn.execute("SELECT %s::jsonb::text",
+                            (json.dumps(payload, ensure_ascii=False),)).fetchone()
+    assert expected is not None and stored == {expected[0]}
 
 
 def test_constraints_reject_bad_rows(conn: psycopg.Connection[Any]) -> None:

@@ -27,8 +27,10 @@ def payload_json(payload: Mapping[str, Any] | None) -> str:
         text = _ENCODE(payload)
     except RecursionError:
         raise EnqueueError("payload", "is nested too deeply") from None
-    except ValueError:
-        raise EnqueueError("payload", "holds NaN or an infinite number") from None
+    except ValueError as error:  # the encoder's own words: only these two reach here
+        why = ("holds itself (a circular reference)" if "ircular" in str(error)
+               else "holds NaN or an infinite number")
+        raise EnqueueError("payload", why) from None
     except TypeError as error:
         raise EnqueueError("payload", f"is not JSON ({error})") from None
     refusal = jsonb_refusal(text)

@@ -309,6 +309,30 @@ def test_the_sample_event_invokes_the_handler_locally_in_one_command(
         assert "No application metrics" not in done.stderr + done.stdout
 
 
+def test_the_local_invoke_with_its_output_closed_exits_without_a_traceback(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    """`python -m tick.drivers.lambda_invoke ... | head -c 1`: the reader is
+    gone before the first line (its pipe closed before the process starts),
+    and the invocation still runs its tick and ends with exit 1, no
+    traceback."""
+    import os
+
+    job = enqueue(conn, "noop")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke",
+                               str(ROOT / "examples" / "lambda" / "scheduler-event.json")],
+                              env={**awc_env, "POWERTOOLS_METRICS_NAMESPACE": "awc"},
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=60,
+                              cwd=ROOT)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() == (
+        "COMPLETED",)
+
+
 # -- event fields that reach the database (SPEC §8, §16) ---------------------------------
 
 

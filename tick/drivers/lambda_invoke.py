@@ -76,4 +76,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import logging
+
+    # powertools logs to standard output, as the Lambda runtime reads it; a
+    # reader gone (`| head`) would make each log line print the logging
+    # module's own traceback. This process is the local invoke alone.
+    logging.raiseExceptions = False
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # Standard output closed early (`| head`): the report has nowhere
+        # to go. Exit 1 without a traceback; standard output goes to
+        # /dev/null so the interpreter's last flush finds it open.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -167,6 +167,31 @@ def conn_count(db_url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def test_a_payload_is_encoded_as_json_dumps_would() -> None:
+    """The encoder built once (decision 0006) writes what `json.dumps` with
+    awc's options writes, for every kind of value a payload holds."""
+    from collections import OrderedDict
+    from enum import IntEnum
+
+    from tick.payloads import payload_json
+
+    class Tag(str):
+        pass
+
+    class Level(IntEnum):
+        HIGH = 3
+
+    payloads: list[dict[Any, Any]] = [
+        {"n": 1}, {"f": 0.1, "g": -0.0, "h": 1e300, "i": 2**80, "j": -(2**63)},
+        {"t": (1, [2, {"x": None}]), "b": [True, False], "u": "é\u2028\n\"\\\t✓"},
+        {Tag("k"): Tag("v"), 1: "int key", 2.5: "float key", None: "null key", False: 0},
+        {"o": OrderedDict(b=1, a=2), "e": Level.HIGH, "s": ""},
+    ]
+    for payload in payloads:
+        assert payload_json(payload) == json.dumps(
+            payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _deep_list(depth: int) -> list[Any]:
     value: list[Any] = []
     for _ in range(depth):
@@ -417,6 +442,11 @@ def test_enqueue_many_copy_path_formats_each_shape_as_its_own(
               {"kind": "b", "queue": "q2", "max_attempts": 3},
               {"kind": "a", "queue": "q1", "priority": 1, "timeout_secs": 2, "key": "t2"}]
     jobs: list[dict[str, Any]] = [{**shapes[n % 3], "payload": {"n": n}} for n in range(150)]
+    # A bare job (a kind, perhaps a payload: the check's shortcut by kind)
+    # between jobs of the same kind with fields of their own, both ways round.
+    jobs[1:1] = [{"kind": "a"}, {"kind": "a", "payload": {"bare": 1}}]
+    jobs += [{"kind": "a", "payload": {"bare": 2}}, {"kind": "a", "priority": 7},
+             {"kind": "a", "payload": {}, "queue": "q9"}, {"kind": "b"}]
     jobs += [{"kind": Alike(f"alike-{n}"), "payload": {"n": n}} for n in range(80)]
     jobs += [{"kind": f"tab\there-{n}", "queue": "new\nline", "key": "back\\slash ünï",
               "payload": {"text": "a\tb\\c\nd\re \\N ✓", "n": n}} for n in range(3)]
@@ -427,7 +457,8 @@ def test_enqueue_many_copy_path_formats_each_shape_as_its_own(
     for job_id, job in zip(ids, jobs, strict=True):
         assert rows[job_id] == (str(job["kind"]), job.get("queue", "default"),
                                 job.get("priority", 0), job.get("timeout_secs"),
-                                job.get("key"), job.get("max_attempts", 5), job["payload"])
+                                job.get("key"), job.get("max_attempts", 5),
+                                job.get("payload", {}))
 
 
 @pytest.mark.parametrize("values", [

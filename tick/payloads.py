@@ -43,6 +43,14 @@ def _built_once() -> Any:
 _BUILT = _built_once()
 
 
+def _refusal(error: ValueError) -> str:
+    """Why the encoder refused with a ValueError: its own words name one of
+    two things, never the value."""
+    if "ircular" in str(error):
+        return "holds itself (a circular reference)"
+    return "holds NaN or an infinite number"
+
+
 def payload_json(payload: Mapping[str, Any] | None) -> str:
     """The payload as JSON text that jsonb stores as sent, or `EnqueueError`."""
     if type(payload) is not dict:  # a plain dict, the usual case, skips the ABC checks
@@ -56,21 +64,19 @@ def payload_json(payload: Mapping[str, Any] | None) -> str:
     try:
         text = _ENCODE(payload) if _BUILT is None else "".join(_BUILT(payload, 0))
     except RecursionError:
-        # Deeper than the interpreter recurses, or (with the encoder built
-        # once) a payload that holds itself: told apart by a second look.
+        # Deeper than the interpreter recurses, or (the encoder built once
+        # keeps no circular check) a payload that holds itself: the
+        # documented encoder, which checks, tells them apart.
         if _BUILT is not None:
             try:
                 _ENCODE(payload)
             except ValueError as error:
-                if "ircular" in str(error):
-                    raise EnqueueError("payload", "holds itself (a circular reference)") from None
+                raise EnqueueError("payload", _refusal(error)) from None
             except RecursionError:
                 pass
         raise EnqueueError("payload", "is nested too deeply") from None
-    except ValueError as error:  # the encoder's own words: only these two reach here
-        why = ("holds itself (a circular reference)" if "ircular" in str(error)
-               else "holds NaN or an infinite number")
-        raise EnqueueError("payload", why) from None
+    except ValueError as error:
+        raise EnqueueError("payload", _refusal(error)) from None
     except TypeError as error:
         raise EnqueueError("payload", f"is not JSON ({error})") from None
     refusal = jsonb_refusal(text)

@@ -45,6 +45,15 @@ def fresh_database(server_url: str, template: str | None) -> str:
     return name
 
 
+def nested(depth: int) -> Any:
+    """A list `depth` lists deep: deeper than the interpreter recurses, for
+    the refusals of what is nested too deeply."""
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     """One job as a dict of its columns."""
     cur = conn.execute("SELECT * FROM awc.jobs WHERE id = %s", (job_id,))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import nested
 from tick.engine.outcomes import (
     Complete,
     Continue,
@@ -20,13 +21,6 @@ from tick.engine.outcomes import (
 )
 from tick.report import TickReport
 from tick.words import LABELS, LEVEL, REPORT_FIELD, Record
-
-
-def _nested(depth: int) -> Any:
-    value: Any = []
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 @pytest.mark.parametrize(
@@ -47,7 +41,7 @@ def _nested(depth: int) -> Any:
         ({"s": "\x00"}, Record.FAIL, "ValueError: result contains a NUL"),
         ({"s": "\\u0000"}, Record.COMPLETE, '{"s":"\\\\u0000"}'),
         (object(), Record.FAIL, "ValueError: result is not JSON: Object of type object"),
-        ({"deep": _nested(5000)}, Record.FAIL, "ValueError: result is nested too deeply"),
+        ({"deep": nested(5000)}, Record.FAIL, "ValueError: result is nested too deeply"),
         (Continue(), Record.CONTINUE, None),
         (Continue({"next": 3}, delay_secs=5), Record.CONTINUE, '{"next":3}'),
         (Continue(None), Record.CONTINUE, None),

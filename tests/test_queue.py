@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import job_row
+from tests.support import job_row, nested
 from tick.admin import cancel
 from tick.db import connect
 from tick.maintenance import rescue
@@ -138,7 +138,8 @@ def test_a_bad_payload_late_in_a_batch_leaves_the_callers_transaction_as_it_was(
     {"kind": "noop", "colour": "red"},  # an unknown field
 ])
 def test_a_refusal_mid_copy_leaves_nothing_and_the_connection_usable(
-        db_url: str, autocommit: bool, late: dict[str, Any]) -> None:
+        conn: psycopg.Connection[Any], db_url: str, autocommit: bool,
+        late: dict[str, Any]) -> None:
     """Past the first chunk sent, on a connection in autocommit (the COPY is
     its own transaction) and in the caller's implicit transaction (the COPY
     is in a savepoint): a refused job leaves no row and the session usable."""
@@ -156,15 +157,8 @@ def test_a_refusal_mid_copy_leaves_nothing_and_the_connection_usable(
         assert other.execute("SELECT count(*) FROM awc.jobs").fetchone() == before
         assert len(enqueue_many(other, batch[:2400])) == 2400
         other.commit()
-    assert conn_count(db_url) == (before[0] if before else 0) + 2400
-
-
-def conn_count(db_url: str) -> int:
-    from tick.db import connect
-
-    with connect(db_url) as fresh:
-        row = fresh.execute("SELECT count(*) FROM awc.jobs").fetchone()
-    return int(row[0]) if row else 0
+    row = conn.execute("SELECT count(*) FROM awc.jobs").fetchone()
+    assert row is not None and before is not None and row[0] == before[0] + 2400
 
 
 def test_a_payload_is_encoded_as_json_dumps_would() -> None:
@@ -192,13 +186,6 @@ def test_a_payload_is_encoded_as_json_dumps_would() -> None:
             payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _deep_list(depth: int) -> list[Any]:
-    value: list[Any] = []
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 def _circular() -> dict[str, Any]:
     loop: dict[str, Any] = {}
     loop["self"] = loop
@@ -207,7 +194,7 @@ def _circular() -> dict[str, Any]:
 
 @pytest.mark.parametrize(("payload", "why"), [
     (_circular(), "holds itself (a circular reference)"),
-    ({"d": _deep_list(5000)}, "nested too deeply"),
+    ({"d": nested(5000)}, "nested too deeply"),
     ({"x": [1, float("-inf")]}, "NaN or an infinite"),
     ({"x": {1, 2}}, "is not JSON (Object of type set"),
     ({(1, 2): 3}, "is not JSON (keys must be"),

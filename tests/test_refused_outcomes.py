@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import job_row
+from tests.support import job_row, nested
 from tick import Complete, Retry, tick
 from tick.engine.registry import Registry, handler
 from tick.producer import enqueue, enqueue_many
@@ -22,13 +22,6 @@ def registry_with(**fns: Any) -> Registry:
     for kind, fn in fns.items():
         handler(kind, registry=reg)(fn)
     return reg
-
-
-def nested(depth: int) -> Any:
-    value: Any = 1
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 def test_a_lone_surrogate_fails_its_own_job_and_the_batch_is_recorded(

@@ -237,3 +237,58 @@ def test_applying_a_migration_is_never_cut_by_a_ticks_deadline(db_url: str) -> N
         with migrating(migrating_conn):
             migrating_conn.execute("SELECT pg_sleep(1)")
         assert getattr(migrating_conn, "answer_by", None) == deadline
+
+
+def _waited(conn: psycopg.Connection[Any], job: int) -> bool:
+    row = conn.execute("SELECT waited FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_awc_wait_keeps_its_timeout_when_the_database_falls_silent(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    """SPEC §20: `awc wait --timeout 3` returns by then (and the grace)
+    with one line about the silence, not when the database answers again:
+    it waited until the server came back (a minute, or for ever)."""
+    job = enqueue(conn, "noop", {})
+    waiter = spawn(through(proxy, awc_env), "wait", str(job), "--timeout", "3")
+    try:
+        # Listening and marked: the wait is in its poll when the server falls silent.
+        wait_for(lambda: _waited(conn, job), timeout=20, what="the wait to mark the job")
+        began = time.monotonic()
+        proxy.fall_silent()
+        try:
+            _, stderr = waiter.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("awc wait --timeout 3 still waited 30 s into the silence")
+        elapsed = time.monotonic() - began
+    finally:
+        stop(waiter)
+    assert waiter.returncode == 1, stderr[-2000:]
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("awc: ") and "did not answer" in last, last
+    assert elapsed < 3 + 2 + 3, elapsed  # its timeout, the grace, a margin
+
+
+def test_the_python_wait_keeps_its_deadline_and_its_connections_bounds(
+    conn: psycopg.Connection[Any], db_url: str, proxy: SilentProxy
+) -> None:
+    """`tick.wait` on an awc connection: a silent server ends the wait with
+    NoAnswer by its deadline and the grace; the connection's own bounds
+    are as they were once the wait returns."""
+    from tick.waiting import wait
+    from tick.watchdog import NoAnswer
+
+    job = enqueue(conn, "noop", {})
+    with connect(proxy.url_for(db_url)) as healthy:
+        with pytest.raises(TimeoutError):
+            wait(healthy, job, 0.2)
+        assert getattr(healthy, "answer_by", "unset") is None  # restored
+    with connect(proxy.url_for(db_url)) as silent:
+        proxy.fall_silent()
+        began = time.monotonic()
+        with pytest.raises(NoAnswer):
+            wait(silent, job, 1.0)
+        assert time.monotonic() - began < 1 + 2 + 2
+        assert silent.closed

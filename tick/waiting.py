@@ -68,11 +68,26 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
     (and UNLISTENs before returning); inside a transaction, where a LISTEN
     would wait for the commit, it polls every `poll_secs`. An infinite
     timeout waits as long as it takes; NaN is refused (no deadline compares
-    with it, and the wait would poll without pause)."""
+    with it, and the wait would poll without pause). On a connection awc
+    opened (`tick.db.connect`), a server that stops answering ends the wait
+    by its deadline and a grace of 2 s: `tick.watchdog.NoAnswer` (an
+    `OperationalError`), the connection closed."""
     if math.isnan(timeout_secs) or not poll_secs > 0 or math.isinf(poll_secs):
         raise ValueError("wait: timeout_secs must be a number (inf: no deadline) and "
                          "poll_secs a finite number above 0")
     end = time.monotonic() + max(timeout_secs, 0.0)
+    # A silent server (one that keeps its socket open and answers nothing)
+    # must not hold the caller past the deadline it asked for: on an awc
+    # connection every exchange of the wait ends by then, the watchdog's
+    # grace added (tick.watchdog, SPEC §3).
+    from tick.watchdog import DEADLINE_GRACE_SECS, answering_by
+
+    with answering_by(conn, None if math.isinf(end) else end + DEADLINE_GRACE_SECS):
+        return _wait(conn, job_id, timeout_secs, end, poll_secs)
+
+
+def _wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float, end: float,
+          poll_secs: float) -> JobOutcome:
     listening = conn.autocommit
     if listening:
         conn.execute(f"LISTEN {FINAL_CHANNEL}")

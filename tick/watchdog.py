@@ -132,6 +132,23 @@ def migrating(conn: psycopg.Connection[Any]) -> Iterator[None]:
         conn.answer_by, conn.limit_secs = before
 
 
+@contextmanager
+def answering_by(conn: psycopg.Connection[Any], instant: float | None) -> Iterator[None]:
+    """Inside: `conn`'s exchanges end by `instant` (a time.monotonic()
+    instant; None: no change) as well as by the bounds they had; those
+    bounds, after. A call that promised its caller a deadline (`tick.wait`)
+    keeps it against a silent server too."""
+    if instant is None or not isinstance(conn, WatchedConnection):
+        yield
+        return
+    before = conn.answer_by
+    conn.answer_by = instant if before is None else min(before, instant)
+    try:
+        yield
+    finally:
+        conn.answer_by = before
+
+
 def stuck(longer_than: float) -> list[str]:
     """The open connections of this process (but the handlers') whose
     exchange has waited for the server longer than `longer_than` seconds, as

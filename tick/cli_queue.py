@@ -229,6 +229,11 @@ def wait_command(job_id: int, timeout: float) -> None:
             raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
     if outcome.state != "COMPLETED":
         raise AwcError(f"job {job_id} ended {outcome.state}")
+    if outcome.result_too_deep is not None:  # printed as stored, not decoded
+        from tick.text import json_for_terminal
+
+        click.echo(json_for_terminal(outcome.result_too_deep))
+        return
     echo_json(outcome.result)
 
 

@@ -45,6 +45,24 @@ def for_terminal(text: str) -> str:
     return _TERMINAL_UNSAFE.sub(_escape, text)
 
 
+# Outside the printable ASCII range: in JSON text only inside a string,
+# where its \u escape means the same character.
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    units = match.group().encode("utf-16-be")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (as PostgreSQL writes jsonb) in printable ASCII: every other
+    character written as its `\\u` escape, so the same JSON value, and
+    nothing a terminal would act on (PostgreSQL escapes only the C0
+    controls: DEL, the C1 controls and bidi overrides pass)."""
+    return _NOT_PRINTABLE_ASCII.sub(_json_escape, text)
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, saying how long it was."""
     if len(text) <= limit:

@@ -38,10 +38,16 @@ class JobOutcome:
     state: str
     result: Any
     last_error: str | None
+    # The result as stored (JSON text) when it is nested deeper than Python's
+    # decoder goes (about 1,000 levels; a writer in plain SQL can store one):
+    # `result` is then None. None otherwise.
+    result_too_deep: str | None = None
 
 
 class ParentJob(NamedTuple):
-    """One parent of a running job, as `ctx.parents()` yields it."""
+    """One parent of a running job, as `ctx.parents()` yields it: `result`
+    decoded, or its JSON text (a str) when nested deeper than Python's
+    decoder goes."""
 
     id: int
     kind: str
@@ -56,7 +62,23 @@ def _outcome(conn: psycopg.Connection[Any], job_id: int) -> JobOutcome | None:
     state, result, last_error = row
     if state not in FINAL_STATES:
         return None
-    return JobOutcome(str(state), None if result is None else json.loads(result), last_error)
+    if result is None:
+        return JobOutcome(str(state), None, last_error)
+    try:
+        return JobOutcome(str(state), json.loads(result), last_error)
+    except RecursionError:
+        return JobOutcome(str(state), None, last_error, result_too_deep=result)
+
+
+def _shown(text: str | None) -> Any:
+    """A parent's result: decoded, or its JSON text (a str) when nested
+    deeper than Python's decoder goes, as awc's operator commands show it."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return text
 
 
 def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
@@ -133,8 +155,7 @@ def parents(conn: psycopg.Connection[Any], job_id: int,
         rows = conn.execute(sql("parents_page"),
                             {"child": job_id, "after": after, "page": page}).fetchall()
         for pid, kind, state, result in rows:
-            yield ParentJob(int(pid), str(kind), str(state),
-                            None if result is None else json.loads(result))
+            yield ParentJob(int(pid), str(kind), str(state), _shown(result))
         if len(rows) < page:
             return
         after = int(rows[-1][0])

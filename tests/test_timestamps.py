@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -13,7 +14,7 @@ import pytest
 from tests.support import run_awc, spawn, wait_for
 from tick import tick
 from tick.engine.registry import Registry, handler
-from tick.producer import enqueue
+from tick.producer import EnqueueError, enqueue, enqueue_many
 
 ODD_INSTANTS = ("infinity", "-infinity", "20000-01-01 00:00:00+00", "0044-03-15 00:00:00+00 BC")
 
@@ -176,3 +177,41 @@ def test_the_loop_keeps_its_maintenance_whatever_a_schedule_holds(
         proc.communicate(timeout=30)
     assert conn.execute("SELECT next_fire_at FROM awc.schedules WHERE name = 'odd'"
                         ).fetchone() == (None,)
+
+
+# Offsets Python allows and PostgreSQL does not read in text: 16 hours and
+# more, a fraction of a second. enqueue_many sends instants as text.
+ODD_OFFSETS = (timedelta(hours=16), timedelta(hours=-23, minutes=-59, seconds=-59),
+               timedelta(hours=5, seconds=15, microseconds=5), timedelta(hours=23, minutes=59))
+
+
+@pytest.mark.parametrize("offset", ODD_OFFSETS, ids=str)
+@pytest.mark.parametrize("path", ["enqueue", "array", "copy", "after"])
+def test_every_enqueue_path_stores_an_instant_of_any_offset_python_has(
+        conn: psycopg.Connection[Any], offset: timedelta, path: str) -> None:
+    """The same instant on every path (the single INSERT sent them; the
+    array and the COPY were refused by PostgreSQL with a raw error)."""
+    at = datetime(2026, 1, 1, 12, tzinfo=timezone(offset))
+    parent = enqueue(conn, "k")
+    jobs: list[dict[str, Any]] = {
+        "enqueue": [], "array": [{"kind": "k", "run_at": at}],
+        "copy": [{"kind": "k", "run_at": at}] * 300,
+        "after": [{"kind": "k", "run_at": at, "after": [parent]}]}[path]
+    first = enqueue(conn, "k", run_at=at) if path == "enqueue" else enqueue_many(conn, jobs)[0]
+    row = conn.execute("SELECT run_at FROM awc.jobs WHERE id = %s", (first,)).fetchone()
+    assert row == (at,)
+
+
+@pytest.mark.parametrize("at", [datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=16))),
+                                datetime.max.replace(tzinfo=timezone(timedelta(hours=-20)))],
+                         ids=["year-0-in-utc", "year-10000-in-utc"])
+def test_an_instant_past_the_years_1_to_9999_in_utc_is_refused_alike_everywhere(
+        conn: psycopg.Connection[Any], at: datetime) -> None:
+    before = conn.execute("SELECT count(*) FROM awc.jobs").fetchone()
+    with pytest.raises(EnqueueError, match=r"^run_at: is outside the years 1 to 9999 in UTC"):
+        enqueue(conn, "k", run_at=at)
+    late = [{"kind": "k"}] * 299 + [{"kind": "k", "run_at": at}]  # the COPY, past a chunk
+    for jobs in ([{"kind": "k", "run_at": at}], late):
+        with pytest.raises(EnqueueError, match=rf"^job {len(jobs) - 1}: run_at: is outside"):
+            enqueue_many(conn, jobs)
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == before

@@ -7,7 +7,7 @@ Neither function commits: an enqueue joins the producer's own transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import EnqueueError as EnqueueError  # its home before SPEC §20
@@ -53,6 +53,23 @@ def _check_int(value: Any, field: str, low: int, high: int) -> int:
     return value
 
 
+# PostgreSQL reads a UTC offset written in text up to ±15:59:59, in whole
+# seconds; Python's reach ±23:59:59.999999 (`timezone(timedelta(hours=16))`).
+# enqueue_many sends instants as text (an array, a COPY): one with such an
+# offset goes in UTC, the same instant.
+_TEXT_OFFSET_LIMIT = timedelta(hours=15, minutes=59, seconds=59)
+
+
+def _in_text(run_at: datetime | None) -> datetime | None:
+    """`run_at`, with an offset PostgreSQL reads in text (may raise
+    OverflowError: `_check_job` refuses such an instant first)."""
+    offset = None if run_at is None else run_at.utcoffset()
+    if offset is None or (abs(offset) <= _TEXT_OFFSET_LIMIT and not offset.microseconds):
+        return run_at
+    assert run_at is not None
+    return run_at.astimezone(UTC)
+
+
 def _check_job(
     kind: Any, max_attempts: Any, run_at: Any, priority: Any, queue: Any, dedupe_key: Any,
     timeout_secs: Any = None, key: Any = None,
@@ -65,8 +82,13 @@ def _check_job(
         _check_text(dedupe_key, "dedupe_key", DEDUPE_KEY_LIMIT)
     _check_int(max_attempts, "max_attempts", 1, INT4_MAX)
     _check_int(priority, "priority", -32768, 32767)
-    if run_at is not None and not isinstance(run_at, datetime):
-        raise EnqueueError("run_at", "must be a datetime")
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise EnqueueError("run_at", "must be a datetime")
+        try:
+            _in_text(run_at)
+        except OverflowError:  # year 1 or 9999 and an offset only Python has
+            raise EnqueueError("run_at", "is outside the years 1 to 9999 in UTC") from None
     if timeout_secs is not None:
         refusal = timeout_refusal(timeout_secs)
         if refusal is not None:
@@ -260,6 +282,8 @@ class FieldCheck:
             hashable = True
         if seen is None:
             _check_job(*fields)
+            if fields[2] is not None:  # sent as text by the COPY
+                fields = (*fields[:2], _in_text(fields[2]), *fields[3:])
             # Shared only between values of the built-in types themselves: a
             # subclass may call unequal values equal, and one job would then
             # be written with another's fields.
@@ -304,7 +328,7 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
     for job in batch:
         columns["kinds"].append(job["kind"])
         columns["max_attempts"].append(job.get("max_attempts", 5))
-        columns["run_ats"].append(job.get("run_at"))
+        columns["run_ats"].append(_in_text(job.get("run_at")))
         columns["priorities"].append(job.get("priority", 0))
         columns["queues"].append(job.get("queue", "default"))
         columns["dedupe_keys"].append(job.get("dedupe_key"))

@@ -1,4 +1,4 @@
-"""SPEC §20 under hostile rows: a result nested deeper than Python's JSON
+"""SPEC §20 under hostile rows and arguments: a result nested deeper than Python's JSON
 decoder goes (a writer in plain SQL can store one; jsonb takes thousands of
 levels) reaches a producer's `wait`, `awc wait` and a child's
 `ctx.parents()` as its stored JSON text, never as a RecursionError; and
@@ -97,3 +97,12 @@ def test_json_for_terminal_keeps_the_value_in_printable_ascii(value: str) -> Non
     shown = json_for_terminal(text)
     assert shown.isascii() and shown.isprintable()
     assert json.loads(shown) == {"v": [value]}
+
+
+@pytest.mark.parametrize("job_id", [True, "5", 1.5, None])
+def test_wait_refuses_a_job_id_that_is_no_int(conn: psycopg.Connection[Any],
+                                              job_id: Any) -> None:
+    """A clear TypeError before any exchange (True reached the database as
+    a boolean and failed there; "5" and 1.5 were looked up)."""
+    with pytest.raises(TypeError, match=r"^wait: job_id must be an int"):
+        wait(conn, job_id, 0.1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,6 +95,11 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
     opened (`tick.db.connect`), a server that stops answering ends the wait
     by its deadline and a grace of 2 s: `tick.watchdog.NoAnswer` (an
     `OperationalError`), the connection closed."""
+    # True is an int to Python, not to the database; an integer of another
+    # type (numpy's) is read as the int it is.
+    if isinstance(job_id, bool) or not isinstance(job_id, numbers.Integral):
+        raise TypeError(f"wait: job_id must be an int, not {type(job_id).__name__}")
+    job_id = int(job_id)
     if math.isnan(timeout_secs) or not poll_secs > 0 or math.isinf(poll_secs):
         raise ValueError("wait: timeout_secs must be a number (inf: no deadline) and "
                          "poll_secs a finite number above 0")

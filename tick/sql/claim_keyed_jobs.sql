@@ -138,6 +138,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              WHERE g.phase = 0 AND g.ready IS NOT TRUE
                AND j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
                AND coalesce(j.key, '') > g.k AND j.run_at <= now()
+               AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+               AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
@@ -155,6 +157,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                AND j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
                AND coalesce(j.key, '') > g.k AND coalesce(j.key, '') <= plan.k0
                AND j.run_at <= now()
+               AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+               AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past the last key: wrap to the first, unless the cursor is before it.

@@ -204,10 +204,9 @@ CREATE INDEX job_parents_parent_idx ON awc.job_parents (parent_id, child_id);
 
 CREATE FUNCTION awc.count_waiting() RETURNS trigger
     LANGUAGE plpgsql
-    -- Its own planner settings, not the engine's pinned ones (migration 0025).
-    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
-    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
-    SET plan_cache_mode = force_custom_plan SET jit = off
+    -- Every row by key, one generic plan a statement (migration 0026).
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan SET jit = off
     AS $$
 BEGIN
     -- A job an operator retries (or a cascade revives) waits again for
@@ -230,14 +229,16 @@ CREATE TRIGGER jobs_count_waiting BEFORE UPDATE OF state ON awc.jobs
 -- count down one after the other and exactly one of them makes it zero.
 CREATE FUNCTION awc.settle_children() RETURNS trigger
     LANGUAGE plpgsql
-    -- Its own planner settings, not the engine's pinned ones (migration 0025).
-    SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
-    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
-    SET plan_cache_mode = force_custom_plan SET jit = off
+    -- Every row by key, one generic plan a statement (migration 0026).
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan SET jit = off
     AS $$
 DECLARE
     ready   bigint;
     revived bigint[];
+    failed  bigint[];
+    doomed  bigint[];
+    kids    bigint[];
 BEGIN
     -- The cascade's own updates below: the statement that made them has
     -- already settled their children.
@@ -263,42 +264,43 @@ BEGIN
     ELSIF NEW.state IN ('FAILED', 'CANCELLED') THEN
         PERFORM set_config('awc.cascading', 'on', true);
         -- Every descendant that cancels on a parent's failure, down the
-        -- graph; the others ("run") count one final parent more.
-        WITH RECURSIVE doomed (id, culprit, culprit_state) AS (
-            SELECT c.id, NEW.id, NEW.state
-            FROM awc.job_parents AS e JOIN awc.jobs AS c ON c.id = e.child_id
-            WHERE e.parent_id = NEW.id AND c.state = 'PENDING' AND c.waiting > 0
-              AND c.on_parent_failure = 'cancel'
-            UNION
-            SELECT c.id, d.id, 'CANCELLED'
-            FROM doomed AS d
-            JOIN awc.job_parents AS e ON e.parent_id = d.id
-            JOIN awc.jobs AS c ON c.id = e.child_id
-            WHERE c.state = 'PENDING' AND c.waiting > 0 AND c.on_parent_failure = 'cancel'
-        ), cancelled AS (
-            UPDATE awc.jobs AS c
-            SET state = 'CANCELLED',
-                last_error = 'ParentFailed: parent job ' || d.culprit || ' ended ' || d.culprit_state,
-                finished_at = now(),
-                updated_at = now()
-            FROM (SELECT DISTINCT ON (id) id, culprit, culprit_state FROM doomed
-                  ORDER BY id, culprit) AS d
-            WHERE c.id = d.id AND c.state = 'PENDING'
-            RETURNING c.id
-        ), spared AS (
-            SELECT e.child_id AS id, count(*) AS n
-            FROM awc.job_parents AS e
-            WHERE (e.parent_id = NEW.id OR e.parent_id IN (SELECT id FROM cancelled))
-              AND e.child_id NOT IN (SELECT id FROM doomed)
-            GROUP BY e.child_id
-        ), counted AS (
-            UPDATE awc.jobs AS c
-            SET waiting = c.waiting - least(s.n, c.waiting)::integer
-            FROM spared AS s
-            WHERE c.id = s.id AND c.state = 'PENDING' AND c.waiting > 0
-            RETURNING c.waiting
-        )
-        SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
+        -- graph, level by level; the others ("run") count one final parent
+        -- more for each of theirs that failed or was cancelled. Every row
+        -- is found by key (`= ANY`), never by a join whose plan rests on
+        -- the table's statistics: a recursive join planned on a table
+        -- never analyzed hashed the whole graph at every level, and a chain
+        -- of 10,000 went past the statement timeout (the failure could not
+        -- be recorded).
+        ready := 0;
+        failed := ARRAY[NEW.id];
+        WHILE cardinality(failed) > 0 LOOP
+            kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
+                          WHERE e.parent_id = ANY (failed));
+            WITH cancelled AS (
+                UPDATE awc.jobs AS c
+                SET state = 'CANCELLED',
+                    last_error = (SELECT 'ParentFailed: parent job ' || min(e.parent_id)
+                                         || ' ended ' || CASE WHEN min(e.parent_id) = NEW.id
+                                                             THEN NEW.state ELSE 'CANCELLED' END
+                                  FROM awc.job_parents AS e
+                                  WHERE e.child_id = c.id AND e.parent_id = ANY (failed)),
+                    finished_at = now(),
+                    updated_at = now()
+                WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+                  AND c.on_parent_failure = 'cancel'
+                RETURNING c.id)
+            SELECT coalesce(array_agg(id), '{}') INTO doomed FROM cancelled;
+            WITH counted AS (
+                UPDATE awc.jobs AS c
+                SET waiting = c.waiting - least(
+                        (SELECT count(*) FROM awc.job_parents AS e
+                         WHERE e.child_id = c.id AND e.parent_id = ANY (failed)),
+                        c.waiting)::integer
+                WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+                RETURNING c.waiting)
+            SELECT ready + count(*) INTO ready FROM counted WHERE counted.waiting = 0;
+            failed := doomed;
+        END LOOP;
         PERFORM set_config('awc.cascading', '', true);
     ELSE
         -- An operator retry of a failed or cancelled parent: its children
@@ -308,16 +310,17 @@ BEGIN
         PERFORM set_config('awc.cascading', 'on', true);
         revived := ARRAY[NEW.id];
         WHILE cardinality(revived) > 0 LOOP
+            kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
+                          WHERE e.parent_id = ANY (revived));
             UPDATE awc.jobs AS c
-            SET waiting = c.waiting + s.n::integer
-            FROM (SELECT e.child_id, count(*) AS n FROM awc.job_parents AS e
-                  WHERE e.parent_id = ANY (revived) GROUP BY e.child_id) AS s
-            WHERE c.id = s.child_id AND c.state = 'PENDING' AND c.waiting > 0;
+            SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
+                                       WHERE e.child_id = c.id
+                                         AND e.parent_id = ANY (revived))::integer
+            WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0;
             WITH back AS (
                 UPDATE awc.jobs AS c
                 SET state = 'PENDING', finished_at = NULL, updated_at = now()
-                WHERE c.id IN (SELECT e.child_id FROM awc.job_parents AS e
-                               WHERE e.parent_id = ANY (revived))
+                WHERE c.id = ANY (kids)
                   AND c.state = 'CANCELLED' AND c.last_error LIKE 'ParentFailed:%'
                   AND NOT EXISTS (
                       SELECT 1 FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id

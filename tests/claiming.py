@@ -39,15 +39,27 @@ def pending(conn: psycopg.Connection[Any]) -> set[int]:
         "SELECT id FROM awc.jobs WHERE state = 'PENDING' AND run_at <= now()").fetchall()}
 
 
+def explained(conn: psycopg.Connection[Any], statement: str,
+              params: dict[str, Any]) -> dict[str, Any]:
+    """The top node of the named statement's plan, run with `params` under
+    the engine's pinned plans (EXPLAIN ANALYZE, BUFFERS), rolled back."""
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql(statement),
+                           params).fetchone()
+    assert row is not None
+    top: dict[str, Any] = row[0][0]["Plan"]
+    return top
+
+
+def read(top: dict[str, Any]) -> int:
+    """The shared buffers a plan's top node touched."""
+    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+
+
 def buffers(conn: psycopg.Connection[Any], cursor: Cursor, n: int) -> int:
     """Shared buffers a claim of `n` from `cursor` touches, measured, rolled back."""
     params = {"slots": [f"s{i}" for i in range(n)], "lease": 60.0, "cap": 60.0,
               "leases": "{}", "kinds": None, "queues": None, "queue": None,
               **cursor.params(time.monotonic())}
-    with conn.transaction(force_rollback=True):
-        conn.execute(sql("pin_plans"))
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("claim_jobs"),
-                           params).fetchone()
-    assert row is not None
-    top = row[0][0]["Plan"]
-    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    return read(explained(conn, "claim_jobs", params))

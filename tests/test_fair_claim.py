@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from tests.claiming import explained, read
 from tests.support import scans
 from tick.engine.cursor import Cursor
 from tick.queue import ClaimRequest, FairAnswer, Writes, round_trip
@@ -243,14 +244,8 @@ def claim_reads(conn: psycopg.Connection[Any], slots: int, key_after: str,
     params = {**NO_CURSOR, "key_after": key_after, "queue": None,
               "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
               "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
-    with conn.transaction(force_rollback=True):
-        conn.execute(sql("pin_plans"))
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("claim_keyed_jobs"),
-                           params).fetchone()
-    assert row is not None
-    plan = row[0][0]["Plan"]
-    return (int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"]),
-            int(plan["Actual Rows"]) - 1)  # the last row carries the key cursor
+    top = explained(conn, "claim_keyed_jobs", params)
+    return read(top), int(top["Actual Rows"]) - 1  # the last row carries the key cursor
 
 
 def test_keys_whose_jobs_are_all_due_later_cost_the_walk_no_probe_each(

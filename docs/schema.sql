@@ -303,8 +303,8 @@ BEGIN
         END LOOP;
         PERFORM set_config('awc.cascading', '', true);
     ELSE
-        -- An operator retry of a failed or cancelled parent: its children
-        -- still waiting count it unfinished again, and the descendants its
+        -- An operator retry of a failed or cancelled parent: its PENDING
+        -- children count it unfinished again, and the descendants its
         -- failure cancelled wait again (unless another parent still stands
         -- failed), level by level so a child's other parents are settled first.
         PERFORM set_config('awc.cascading', 'on', true);
@@ -312,11 +312,13 @@ BEGIN
         WHILE cardinality(revived) > 0 LOOP
             kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
                           WHERE e.parent_id = ANY (revived));
+            -- A `run` child already ready (waiting 0: its parent had failed)
+            -- waits for the retried parent again, like the others.
             UPDATE awc.jobs AS c
             SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
                                        WHERE e.child_id = c.id
                                          AND e.parent_id = ANY (revived))::integer
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0;
+            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
             WITH back AS (
                 UPDATE awc.jobs AS c
                 SET state = 'PENDING', finished_at = NULL, updated_at = now()

@@ -15,7 +15,12 @@
 -- the ids, so every level read the cancelled jobs still left: a chain of
 -- 5,000 took 24 s to revive, growing with the square of its length. The
 -- children are now looked up by key (`id = ANY`), as the completion's
--- settle does.
+-- settle does. A `run` child that was ready because its parent had failed
+-- (its count at 0) now waits for the retried parent again: the revive
+-- counted again only the children still waiting, so a batch's callback
+-- could run before the parent it waits for had run again. (A retry of
+-- several related jobs in one statement is counted once more by the
+-- caller: tick/sql/recount_waiting.sql.)
 --
 -- With every row found by key, both functions plan as the settle does
 -- (`awc.settle_completed`): index scans only, and one generic plan a
@@ -100,8 +105,8 @@ BEGIN
         END LOOP;
         PERFORM set_config('awc.cascading', '', true);
     ELSE
-        -- An operator retry of a failed or cancelled parent: its children
-        -- still waiting count it unfinished again, and the descendants its
+        -- An operator retry of a failed or cancelled parent: its PENDING
+        -- children count it unfinished again, and the descendants its
         -- failure cancelled wait again (unless another parent still stands
         -- failed), level by level so a child's other parents are settled first.
         PERFORM set_config('awc.cascading', 'on', true);
@@ -109,11 +114,13 @@ BEGIN
         WHILE cardinality(revived) > 0 LOOP
             kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
                           WHERE e.parent_id = ANY (revived));
+            -- A `run` child already ready (waiting 0: its parent had failed)
+            -- waits for the retried parent again, like the others.
             UPDATE awc.jobs AS c
             SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
                                        WHERE e.child_id = c.id
                                          AND e.parent_id = ANY (revived))::integer
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0;
+            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
             WITH back AS (
                 UPDATE awc.jobs AS c
                 SET state = 'PENDING', finished_at = NULL, updated_at = now()

@@ -136,8 +136,12 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     from psycopg.errors import UniqueViolation
 
     held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
+    from tick.bulk import recount
+
     try:
-        row = conn.execute(sql("revive_jobs"), {"ids": [job_id]}).fetchone()
+        with conn.transaction():
+            row = conn.execute(sql("revive_jobs"), {"ids": [job_id]}).fetchone()
+            recount(conn, [job_id])
     except UniqueViolation:
         raise held from None
     if row is None or row[0] == 0:

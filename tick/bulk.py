@@ -76,11 +76,22 @@ def candidates(conn: psycopg.Connection[Any], action: str, selection: Selection,
 
 
 def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
-    """Do `action` to those of `ids` still in a state it applies to; how many."""
+    """Do `action` to those of `ids` still in a state it applies to; how many.
+    Call it inside a transaction: a retry is two statements."""
     if not ids:
         return 0
     row = conn.execute(sql(_STATEMENTS[action]), {"ids": ids}).fetchone()
+    if action == "retry":  # in the caller's transaction (SPEC §20: exact counts)
+        recount(conn, ids)
     return int(row[0]) if row else 0
+
+
+def recount(conn: psycopg.Connection[Any], ids: list[int]) -> None:
+    """After jobs `ids` were revived: each PENDING one, and each of their
+    children, waits for exactly its parents not final now (decision 0033:
+    one statement reviving a job and its parent counted the parent twice,
+    or not at all)."""
+    conn.execute(sql("recount_waiting"), {"ids": ids}).fetchall()
 
 
 def audit(conn: psycopg.Connection[Any], event: str, subject: str,

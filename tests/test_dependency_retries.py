@@ -1,0 +1,123 @@
+"""SPEC §20 and §22: an operator's retry of failed or cancelled jobs,
+one or many at once, leaves every PENDING job waiting for exactly its
+parents that are not final (migration 0026, tick/sql/recount_waiting.sql).
+
+A bulk retry of a chain's cancelled jobs used to count each revived parent
+twice (once at the child's row, once in the parent's trigger): the chain
+then waited for ever after its head ran. A `run` child made ready by its
+parent's failure did not wait for the retried parent again."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import registry_with
+from tick import Complete, JobContext, tick
+from tick.admin import retry
+from tick.bulk import Selection, apply
+from tick.producer import enqueue_many
+
+pytestmark = pytest.mark.timeout(120)
+
+# PENDING jobs whose count is not the number of their parents not final.
+MISCOUNTED = """SELECT c.id FROM awc.jobs AS c WHERE c.state = 'PENDING' AND c.waiting <> (
+    SELECT count(*) FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id
+    WHERE e.child_id = c.id AND p.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))"""
+
+
+def ok(ctx: JobContext, payload: Any) -> Complete:
+    return Complete({"job": ctx.job_id})
+
+
+def drain(conn: psycopg.Connection[Any]) -> None:
+    for _ in range(200):
+        if tick(conn, registry=registry_with(noop=ok), max_secs=30, max_jobs=1000,
+                concurrency=4).claimed == 0:
+            return
+    raise AssertionError("the queue did not drain")
+
+
+def fail(conn: psycopg.Connection[Any], ids: list[int]) -> None:
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = now() "
+                 "WHERE id = ANY(%s) AND state = 'PENDING'", (ids,))
+
+
+def miscounted(conn: psycopg.Connection[Any]) -> list[int]:
+    return [row[0] for row in conn.execute(MISCOUNTED).fetchall()]
+
+
+def test_a_bulk_retry_of_a_chains_cancelled_jobs_lets_the_chain_run_in_order(
+        conn: psycopg.Connection[Any]) -> None:
+    ids = enqueue_many(conn, [{"kind": "noop"}] + [
+        {"kind": "noop", "after": [f"#{n}"]} for n in range(29)])
+    fail(conn, ids[:1])
+    assert apply(conn, "retry", Selection(state="CANCELLED")) == 29
+    assert miscounted(conn) == []  # 28 of them waited for 2 parents, one for none
+    retry(conn, ids[0])
+    assert miscounted(conn) == []
+    drain(conn)
+    rows = conn.execute("SELECT id, state, attempts FROM awc.jobs ORDER BY started_at, id"
+                        ).fetchall()
+    assert rows == [(i, "COMPLETED", 1) for i in ids]  # each once, in the chain's order
+
+
+def test_a_bulk_retry_of_a_fan_ins_failed_parents_counts_each_once(
+        conn: psycopg.Connection[Any]) -> None:
+    ids = enqueue_many(conn, [{"kind": "noop"} for _ in range(50)]
+                       + [{"kind": "noop", "after": [f"#{n}" for n in range(50)]}])
+    parents, child = ids[:-1], ids[-1]
+    fail(conn, parents)
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (
+        "CANCELLED",)
+    assert apply(conn, "retry", Selection(state="FAILED")) == 50
+    assert conn.execute("SELECT state, waiting FROM awc.jobs WHERE id = %s",
+                        (child,)).fetchone() == ("PENDING", 50)
+    drain(conn)
+    row = conn.execute(
+        "SELECT c.state, c.attempts, bool_and(p.finished_at <= c.started_at) "
+        "FROM awc.jobs AS c, awc.jobs AS p WHERE c.id = %s AND p.id = ANY(%s) "
+        "GROUP BY c.state, c.attempts", (child, parents)).fetchone()
+    assert row == ("COMPLETED", 1, True)
+
+
+def test_a_run_child_waits_for_its_retried_parent_again(conn: psycopg.Connection[Any]) -> None:
+    parent, other, child = enqueue_many(conn, [
+        {"kind": "noop"}, {"kind": "noop"},
+        {"kind": "noop", "after": ["#0", "#1"], "on_parent_failure": "run"}])
+    fail(conn, [parent])
+    assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (1,)
+    retry(conn, parent)
+    assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (2,)
+    drain(conn)
+    row = conn.execute(
+        "SELECT bool_and(p.finished_at <= c.started_at) FROM awc.jobs AS c, awc.jobs AS p "
+        "WHERE c.id = %s AND p.id = ANY(%s)", (child, [parent, other])).fetchone()
+    assert row == (True,)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_retry_leaves_each_pending_job_counting_its_unfinished_parents(
+        conn: psycopg.Connection[Any], seed: int) -> None:
+    """Random graphs (each job up to three earlier parents, either policy):
+    some roots fail, then one is retried alone, then all that failed or were
+    cancelled are retried at once."""
+    rnd = random.Random(seed)
+    jobs: list[dict[str, Any]] = []
+    for n in range(rnd.randint(10, 60)):
+        parents = sorted({f"#{rnd.randrange(n)}" for _ in range(rnd.randint(0, 3))}) if n else []
+        jobs.append({"kind": "noop", **({"after": parents} if parents else {}),
+                     "on_parent_failure": rnd.choice(["cancel", "run"])})
+    ids = enqueue_many(conn, jobs)
+    roots = rnd.sample(ids, k=3)
+    fail(conn, roots)
+    assert miscounted(conn) == []
+    retry(conn, roots[0])
+    assert miscounted(conn) == []
+    apply(conn, "retry", Selection(state="CANCELLED"))
+    assert miscounted(conn) == []
+    apply(conn, "retry", Selection(state="FAILED"))
+    assert miscounted(conn) == []

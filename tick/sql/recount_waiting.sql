@@ -1,0 +1,28 @@
+-- After an operator's retry (SPEC §20, §22): every PENDING job among the
+-- revived (%(ids)s) and their children waits for exactly its parents not
+-- final now. The row triggers settle one revived job at a time; when one
+-- statement revives a job and its parent (a bulk retry of a cascade's
+-- cancelled jobs, or of a fan-in's failed parents), a child counted the
+-- parent at its own row and again when the parent's trigger ran, or not at
+-- all, and a chain so revived waited for ever (decision 0033). Counted once
+-- more here, by key, in the retry's transaction. A `run` child that was
+-- ready because its parent had failed waits for the retried parent again.
+-- The ids whose count changed.
+WITH affected AS MATERIALIZED (
+    SELECT x.id FROM unnest(%(ids)s::bigint[]) AS x (id)
+    UNION
+    SELECT e.child_id FROM awc.job_parents AS e WHERE e.parent_id = ANY (%(ids)s::bigint[])
+), counted AS MATERIALIZED (
+    SELECT c.id,
+           (SELECT count(*) FROM awc.job_parents AS e
+            JOIN ONLY awc.jobs AS p ON p.id = e.parent_id
+            WHERE e.child_id = c.id
+              AND p.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))::integer AS unfinished
+    FROM ONLY awc.jobs AS c
+    WHERE c.id = ANY (ARRAY(SELECT id FROM affected)) AND c.state = 'PENDING'
+)
+UPDATE ONLY awc.jobs AS c
+SET waiting = k.unfinished
+FROM counted AS k
+WHERE c.id = k.id AND c.state = 'PENDING' AND c.waiting <> k.unfinished
+RETURNING c.id

@@ -223,6 +223,56 @@ CREATE TRIGGER jobs_count_waiting BEFORE UPDATE OF state ON awc.jobs
     FOR EACH ROW WHEN (NEW.state = 'PENDING' AND OLD.state IN ('FAILED', 'CANCELLED'))
     EXECUTE FUNCTION awc.count_waiting();
 
+-- The descendants of the revived jobs (SPEC §20: an operator's retry), level
+-- by level so a child's other parents are settled first: the PENDING
+-- children of each level count its jobs unfinished again (a `run` child
+-- already ready too: its parent had failed), and those the failure
+-- cancelled that no parent holds failed any more wait again, the next
+-- level. Every row by key. `counted`: the caller counts the first level's
+-- children itself afterwards (recount_waiting.sql), so they are not raised
+-- here, once a child per revived parent.
+CREATE FUNCTION awc.revive_descendants(revived bigint[], counted boolean DEFAULT false)
+    RETURNS void
+    LANGUAGE plpgsql
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan SET jit = off
+    AS $$
+DECLARE
+    kids   bigint[];
+    before text := coalesce(current_setting('awc.cascading', true), '');
+BEGIN
+    -- Its own updates settle nothing again (awc.settle_children).
+    PERFORM set_config('awc.cascading', 'on', true);
+    WHILE cardinality(revived) > 0 LOOP
+        kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
+                      WHERE e.parent_id = ANY (revived));
+        IF NOT counted THEN
+            UPDATE awc.jobs AS c
+            SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
+                                       WHERE e.child_id = c.id
+                                         AND e.parent_id = ANY (revived))::integer
+            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
+        END IF;
+        counted := false;
+        WITH back AS (
+            UPDATE awc.jobs AS c
+            SET state = 'PENDING', finished_at = NULL, updated_at = now()
+            -- `state || ''`, not `state =`: an expression no partial index's
+            -- predicate follows from, so the jobs are found by key, never
+            -- by walking the finished jobs' index (every cancelled job, each
+            -- level: a chain of 10,000 took 7.8 s) when a plan prefers it.
+            WHERE c.id = ANY (kids)
+              AND c.state || '' = 'CANCELLED' AND c.last_error LIKE 'ParentFailed:%'
+              AND NOT EXISTS (
+                  SELECT 1 FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id
+                  WHERE e.child_id = c.id AND p.state IN ('FAILED', 'CANCELLED'))
+            RETURNING c.id)
+        SELECT coalesce(array_agg(id), '{}') INTO revived FROM back;
+    END LOOP;
+    PERFORM set_config('awc.cascading', before, true);
+END;
+$$;
+
 -- A parent's final outcome settles its children in the same transaction
 -- (SPEC §20, docs/decisions/0033): the fan-in race is closed by the child's
 -- row lock, which each decrement takes, so two parents finishing at once
@@ -235,7 +285,6 @@ CREATE FUNCTION awc.settle_children() RETURNS trigger
     AS $$
 DECLARE
     ready   bigint;
-    revived bigint[];
     failed  bigint[];
     doomed  bigint[];
     kids    bigint[];
@@ -305,32 +354,15 @@ BEGIN
     ELSE
         -- An operator retry of a failed or cancelled parent: its PENDING
         -- children count it unfinished again, and the descendants its
-        -- failure cancelled wait again (unless another parent still stands
-        -- failed), level by level so a child's other parents are settled first.
-        PERFORM set_config('awc.cascading', 'on', true);
-        revived := ARRAY[NEW.id];
-        WHILE cardinality(revived) > 0 LOOP
-            kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
-                          WHERE e.parent_id = ANY (revived));
-            -- A `run` child already ready (waiting 0: its parent had failed)
-            -- waits for the retried parent again, like the others.
-            UPDATE awc.jobs AS c
-            SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
-                                       WHERE e.child_id = c.id
-                                         AND e.parent_id = ANY (revived))::integer
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
-            WITH back AS (
-                UPDATE awc.jobs AS c
-                SET state = 'PENDING', finished_at = NULL, updated_at = now()
-                WHERE c.id = ANY (kids)
-                  AND c.state = 'CANCELLED' AND c.last_error LIKE 'ParentFailed:%'
-                  AND NOT EXISTS (
-                      SELECT 1 FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id
-                      WHERE e.child_id = c.id AND p.state IN ('FAILED', 'CANCELLED'))
-                RETURNING c.id)
-            SELECT coalesce(array_agg(id), '{}') INTO revived FROM back;
-        END LOOP;
-        PERFORM set_config('awc.cascading', '', true);
+        -- failure cancelled wait again (awc.revive_descendants). A caller
+        -- that revives many jobs in one statement (tick.bulk) says so, and
+        -- revives the descendants of all of them at once after it: one
+        -- trigger a parent would raise a fan-in child's count once each,
+        -- a row update of the same row per parent (decision 0033).
+        IF current_setting('awc.reviving', true) = 'on' THEN
+            RETURN NULL;
+        END IF;
+        PERFORM awc.revive_descendants(ARRAY[NEW.id]);
         ready := 0;
     END IF;
     IF ready > 0 THEN

@@ -25,8 +25,9 @@ pytestmark = pytest.mark.timeout(180)
 
 # Each of them runs set-wise joins over a parent's children or a child's
 # parents; since migration 0026 the first two find every row by key.
-DEPENDENCY_FUNCTIONS = ("settle_children", "count_waiting", "declare_parents")
-SETTLED_BY_KEY = ("settle_children", "count_waiting")
+DEPENDENCY_FUNCTIONS = ("settle_children", "count_waiting", "revive_descendants",
+                        "declare_parents")
+SETTLED_BY_KEY = ("settle_children", "count_waiting", "revive_descendants")
 # The completion's settle joins nothing: it finds every row by key, in id order.
 BY_KEY = {"enable_seqscan=off", "enable_bitmapscan=off"}
 OWN_PLANNER = {"enable_seqscan=on", "enable_bitmapscan=on", "enable_sort=on",

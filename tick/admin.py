@@ -136,15 +136,14 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     from psycopg.errors import UniqueViolation
 
     held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
-    from tick.bulk import recount
+    from tick.bulk import revive
 
     try:
         with conn.transaction():
-            row = conn.execute(sql("revive_jobs"), {"ids": [job_id]}).fetchone()
-            recount(conn, [job_id])
+            revived = revive(conn, [job_id])
     except UniqueViolation:
         raise held from None
-    if row is None or row[0] == 0:
+    if revived == 0:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobNotFound(f"job {job_id} does not exist")

@@ -80,18 +80,25 @@ def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
     Call it inside a transaction: a retry is two statements."""
     if not ids:
         return 0
+    if action == "retry":
+        return revive(conn, ids)
     row = conn.execute(sql(_STATEMENTS[action]), {"ids": ids}).fetchone()
-    if action == "retry":  # in the caller's transaction (SPEC §20: exact counts)
-        recount(conn, ids)
     return int(row[0]) if row else 0
 
 
-def recount(conn: psycopg.Connection[Any], ids: list[int]) -> None:
-    """After jobs `ids` were revived: each PENDING one, and each of their
-    children, waits for exactly its parents not final now (decision 0033:
+def revive(conn: psycopg.Connection[Any], ids: list[int]) -> int:
+    """Send those of `ids` that are FAILED or CANCELLED back to PENDING, in
+    the caller's transaction; how many. Their descendants are revived once
+    for all of them (not once a revived job: a fan-in's child would count
+    each parent by an update of its row), and then each PENDING job among
+    them and their children waits for exactly its parents not final now:
     one statement reviving a job and its parent counted the parent twice,
-    or not at all)."""
-    conn.execute(sql("recount_waiting"), {"ids": ids}).fetchall()
+    or not at all (SPEC §20, decision 0033)."""
+    row = conn.execute(sql("revive_jobs"), {"ids": ids}).fetchone()
+    revived = [int(i) for i in row[2]] if row else []
+    conn.execute(sql("revive_descendants"), {"ids": revived}).fetchall()
+    conn.execute(sql("recount_waiting"), {"ids": revived}).fetchall()
+    return int(row[0]) if row else 0
 
 
 def audit(conn: psycopg.Connection[Any], event: str, subject: str,

@@ -1,13 +1,13 @@
--- After an operator's retry (SPEC §20, §22): every PENDING job among the
--- revived (%(ids)s) and their children waits for exactly its parents not
--- final now. The row triggers settle one revived job at a time; when one
--- statement revives a job and its parent (a bulk retry of a cascade's
--- cancelled jobs, or of a fan-in's failed parents), a child counted the
--- parent at its own row and again when the parent's trigger ran, or not at
--- all, and a chain so revived waited for ever (decision 0033). Counted once
--- more here, by key, in the retry's transaction. A `run` child that was
--- ready because its parent had failed waits for the retried parent again.
--- The ids whose count changed.
+-- After an operator's retry (SPEC §20, §22), revive_jobs.sql and
+-- revive_descendants.sql: every PENDING job among the revived (%(ids)s) and
+-- their children waits for exactly its parents not final now. The revived
+-- jobs counted their parents at their own rows, in the statement's order:
+-- when one statement revives a job and its parent (a bulk retry of a
+-- cascade's cancelled jobs, or of a fan-in's failed parents), a child
+-- counted the parent at its row and again when the parent's descendants
+-- were revived, or not at all, and a chain so revived waited for ever
+-- (decision 0033). Counted once more here, by key, in the retry's
+-- transaction. The ids whose count changed.
 WITH affected AS MATERIALIZED (
     SELECT x.id FROM unnest(%(ids)s::bigint[]) AS x (id)
     UNION

@@ -5,8 +5,13 @@
 -- as it is (`awc retry` says so), and of several sharing one key only the
 -- newest is revived, so the statement never trips the key's unique index
 -- (a producer enqueueing that key at the same moment still can: the caller
--- reports it). The count of jobs revived.
-WITH picked AS (
+-- reports it). The count of jobs revived, and their ids.
+WITH reviving AS MATERIALIZED (
+    -- The revived jobs' row triggers leave their descendants to the caller,
+    -- which revives those of all of them at once after this statement
+    -- (revive_descendants.sql, decision 0033).
+    SELECT set_config('awc.reviving', 'on', true) AS set
+), picked AS (
     SELECT DISTINCT ON (coalesce(j.dedupe_key, j.id::text)) j.id
     FROM ONLY awc.jobs AS j
     WHERE j.id = ANY(%(ids)s::bigint[])
@@ -26,9 +31,9 @@ WITH picked AS (
         locked_until = NULL,
         claim_token = NULL,
         updated_at = now()
-    FROM picked
+    FROM picked, reviving
     WHERE j.id = picked.id
       AND j.state IN ('FAILED', 'CANCELLED')
     RETURNING j.id
 )
-SELECT count(*), pg_notify('awc_jobs', '') FROM revived
+SELECT count(*), pg_notify('awc_jobs', ''), coalesce(array_agg(id), '{}') FROM revived

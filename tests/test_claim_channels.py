@@ -50,11 +50,13 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     # SPEC §23: the fair claim too (the engine sends no walk after a fair claim)
     "awc.claimed": ({"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
+    # SPEC §20, not a claim: an operator's retry tells the revived rows'
+    # triggers to leave their descendants, which it revives at once after
+    # (tick.bulk.revive, decision 0033); read by the schema (below).
+    "awc.reviving": ({"revive_jobs", "revive_descendants"}, set()),
 }
-# Channels read by a function of the schema, not by a statement file (none
-# since migration 0022: retention's carry no longer tells the parts' settle
-# trigger to stand aside, there is none).
-SCHEMA_READS: dict[str, str] = {}
+# Channels read by a function of the schema, not by a statement file.
+SCHEMA_READS: dict[str, str] = {"awc.reviving": "awc.settle_children"}
 # The order `tick.queue.round_trip` sends them in (the claim is one of the two
 # claim_jobs variants; the tail, one of the history statements, goes last).
 ORDER = ["claim_limits", "claim_limited_jobs", "claim_keyed_jobs", "claim_jobs", "tail"]
@@ -141,7 +143,8 @@ def test_the_state_a_retry_leaves_is_one_rule_in_python_and_sql(
 
 def test_the_declared_channels_are_the_decision_records() -> None:
     text = "".join((ROOT / "docs" / "decisions" / name).read_text(encoding="utf-8")
-                   for name in ("0027-claim-cursor.md", "0030-finished-parts.md"))
+                   for name in ("0027-claim-cursor.md", "0030-finished-parts.md",
+                                "0033-dependencies-and-an-exact-fan-in.md"))
     for channel in CHANNELS:
         assert f"`{channel}`" in text, channel
 

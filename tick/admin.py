@@ -135,9 +135,9 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Send a FAILED or CANCELLED job back to PENDING with a fresh attempt budget."""
     from psycopg.errors import UniqueViolation
 
-    held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
     from tick.bulk import revive
 
+    held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
     try:
         with conn.transaction():
             revived = revive(conn, [job_id])

@@ -77,7 +77,7 @@ def candidates(conn: psycopg.Connection[Any], action: str, selection: Selection,
 
 def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
     """Do `action` to those of `ids` still in a state it applies to; how many.
-    Call it inside a transaction: a retry is two statements."""
+    Call it inside a transaction: a retry is three statements (`revive`)."""
     if not ids:
         return 0
     if action == "retry":
@@ -95,10 +95,13 @@ def revive(conn: psycopg.Connection[Any], ids: list[int]) -> int:
     one statement reviving a job and its parent counted the parent twice,
     or not at all (SPEC §20, decision 0033)."""
     row = conn.execute(sql("revive_jobs"), {"ids": ids}).fetchone()
-    revived = [int(i) for i in row[2]] if row else []
+    assert row is not None  # an aggregate: one row
+    count, _, revived = row
+    # Always: it also clears the revive's setting for the rest of the transaction.
     conn.execute(sql("revive_descendants"), {"ids": revived}).fetchall()
-    conn.execute(sql("recount_waiting"), {"ids": revived}).fetchall()
-    return int(row[0]) if row else 0
+    if revived:
+        conn.execute(sql("recount_waiting"), {"ids": revived}).fetchall()
+    return int(count)
 
 
 def audit(conn: psycopg.Connection[Any], event: str, subject: str,

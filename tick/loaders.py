@@ -56,15 +56,20 @@ class ShownTimestamptz(TimestamptzLoader):
             return bytes(data).decode()
 
 
+def shown_json(text: str) -> Any:
+    """JSON text as Python values, or the text itself when nested deeper
+    than Python's decoder goes (jsonb takes thousands of levels)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return text
+
+
 class ShownJsonb(JsonbLoader):
     """jsonb as Python values, or as its JSON text when nested too deeply."""
 
     def load(self, data: Buffer) -> Any:
-        text = bytes(data).decode()
-        try:
-            return json.loads(text)
-        except RecursionError:
-            return text
+        return shown_json(bytes(data).decode())
 
 
 def clamp_timestamps(conn: psycopg.Connection[Any]) -> None:

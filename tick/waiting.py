@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tick.errors import JobNotFound
+from tick.loaders import shown_json
 from tick.statements import sql
 
 if TYPE_CHECKING:
@@ -69,17 +70,6 @@ def _outcome(conn: psycopg.Connection[Any], job_id: int) -> JobOutcome | None:
         return JobOutcome(str(state), json.loads(result), last_error)
     except RecursionError:
         return JobOutcome(str(state), None, last_error, result_too_deep=result)
-
-
-def _shown(text: str | None) -> Any:
-    """A parent's result: decoded, or its JSON text (a str) when nested
-    deeper than Python's decoder goes, as awc's operator commands show it."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        return text
 
 
 def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
@@ -161,7 +151,9 @@ def parents(conn: psycopg.Connection[Any], job_id: int,
         rows = conn.execute(sql("parents_page"),
                             {"child": job_id, "after": after, "page": page}).fetchall()
         for pid, kind, state, result in rows:
-            yield ParentJob(int(pid), str(kind), str(state), _shown(result))
+            # Too deep to decode: its JSON text, as the operator commands show it.
+            yield ParentJob(int(pid), str(kind), str(state),
+                            None if result is None else shown_json(result))
         if len(rows) < page:
             return
         after = int(rows[-1][0])

@@ -397,3 +397,18 @@ def test_emf_carries_every_count_of_the_report(
     counts = [f.name for f in fields(TickReport) if isinstance(report[f.name], int)]
     assert "continued" in counts and "TickContinued" in tick
     assert [name for name in counts if f"Tick{name.capitalize()}" not in tick] == []
+
+
+def test_an_event_with_many_bad_items_is_one_short_error(
+    lam: Any, conn: psycopg.Connection[Any]
+) -> None:
+    # Anyone who may invoke the function writes the event: 100,000 bad
+    # kinds made a 5 MB error (and log line); the first problems are named
+    # and the rest counted.
+    job = enqueue(conn, "ledger")
+    with pytest.raises(ValueError, match="invalid event") as caught:
+        lam.handler({"kinds": [""] * 100_000, "queues": [7]}, Context(10))
+    message = str(caught.value)
+    assert len(message) < 1000, len(message)
+    assert "kinds.0:" in message and "and 99,998 more" in message
+    assert job_row(conn, job)["state"] == "PENDING"

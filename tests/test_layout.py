@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.text", "tick.errors", "tick.redaction", "tick.tracebacks", "tick.statements",
      "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
-     "tick.report", "tick.timeouts", "tick.trace_context", "tick.payloads"),
+     "tick.report", "tick.timeouts", "tick.trace_context", "tick.payloads", "tick.problems"),
     ("tick.queue", "tick.producer", "tick.copy_in", "tick.parts", "tick.maintenance", "tick.admin",
      "tick.schedules", "tick.limits", "tick.bulk", "tick.parents", "tick.waiting"),
     ("tick.engine.outcomes", "tick.engine.backoff", "tick.engine.context",

@@ -119,7 +119,8 @@ def test_unknown_kind_and_malformed_payload_are_dead_lettered(
     assert (report.failed, report.completed) == (2, 1)
     assert job_row(conn, unknown)["last_error"].startswith("UnknownKind: ")
     error = job_row(conn, malformed)["last_error"]
-    assert error.startswith("ValidationError: ") and "n:" in error and "extra" in error
+    assert error.startswith("ValidationError: ") and "n:" in error
+    assert "(key): Extra inputs" in error  # a key of the payload's own, not named
     assert "secret-value" not in error  # the payload stays out of errors
     assert job_row(conn, malformed)["attempts"] == 1
     assert job_row(conn, good)["result"] == {"n": 3}
@@ -397,3 +398,31 @@ def test_after_the_stop_grace_a_job_is_released_and_its_handler_refused(
         time.sleep(0.05)
     assert refused == ["heartbeat"]
     assert job_row(conn, job_id)["result"] is None  # its late outcome was dropped
+
+
+class Tagged(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int
+    tags: dict[str, int] = {}
+
+
+def test_a_payload_error_names_the_model_s_fields_never_the_payload_s_own_keys(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # SPEC §3: a payload never reaches a message. A key of the payload's own
+    # (a mapping's key, a field the model does not have) is payload content:
+    # it is named by its place, not its text; the model's own fields by name.
+    reg = Registry()
+    handler("tagged", payload=Tagged, registry=reg)(lambda ctx, p: None)
+    keyed = enqueue(conn, "tagged", {"n": "x", "tags": {"alice@example.com": "secret-1"},
+                                     "\x1b]0;pwned\x07": 1, "extra": 2})
+    many = enqueue(conn, "tagged", {"n": 1, "tags": {f"k{i}": "v" for i in range(50_000)}})
+    assert run_tick(conn, reg).failed == 2
+    error = job_row(conn, keyed)["last_error"]
+    assert error.startswith("ValidationError: ") and "n: " in error, error
+    for leaked in ("alice", "secret-1", "pwned", "\x1b", "extra"):
+        assert leaked not in error, (leaked, error)
+    assert "tags.(key)" in error and "(key): Extra inputs" in error, error
+    error = job_row(conn, many)["last_error"]
+    assert "and 49,997 more" in error, error
+    assert "k10" not in error

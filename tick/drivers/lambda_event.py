@@ -21,6 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
+from tick.problems import brief
 from tick.producer import NAME_LIMIT
 from tick.text import printable, text_refusal
 
@@ -78,11 +79,9 @@ def parse_event(event: Any) -> tuple[TickEvent, str | None]:
     try:
         parsed = TickEvent.model_validate(event)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-            for e in error.errors(include_input=False, include_url=False)
-        )
-        raise ValueError(f"invalid event: {problems}") from None
+        # Every place is the model's own (extra keys are ignored); the
+        # problems are bounded, however many the event holds.
+        raise ValueError(f"invalid event: {brief(error)}") from None
     correlation = correlation_text(parsed.execution_id)
     if correlation is None and event.get("source") == "aws.events":
         correlation = correlation_text(event.get("id")) if event.get("id") else None

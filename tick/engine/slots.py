@@ -28,6 +28,7 @@ from tick.engine.outcomes import (
     outcome_of,
 )
 from tick.engine.registry import Handler
+from tick.problems import brief, declared_names
 from tick.queue import ClaimedRow
 from tick.tracebacks import exception_traceback, thread_stack
 from tick.words import Record
@@ -222,7 +223,8 @@ def _run_handler(run: Run) -> tuple[Record, str | None, float | None, str | None
         try:
             payload = handler.payload.model_validate(payload)
         except ValidationError as error:
-            return Record.FAIL, error_text("ValidationError", _brief(error)), None, None
+            where = brief(error, declared_names(handler.payload)) or "invalid payload"
+            return Record.FAIL, error_text("ValidationError", where), None, None
         except RecursionError:
             return (Record.FAIL, error_text("PayloadError", "payload is nested too deeply"),
                     None, None)
@@ -270,12 +272,3 @@ def handler_stack(run: Run) -> str | None:
     # It left its handler as the deadline came (a `ctx.wait` ends there, and
     # its `ctx.check` raises): where its own outcome says it was.
     return run.outcome[3] if run.outcome is not None else None
-
-
-def _brief(error: Any) -> str:
-    """A pydantic error without the input values (the payload stays private)."""
-    parts = []
-    for item in error.errors(include_input=False, include_url=False):
-        where = ".".join(str(p) for p in item.get("loc", ())) or "payload"
-        parts.append(f"{where}: {item.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid payload"

@@ -82,8 +82,18 @@ def test_enqueue_many_returns_ids_in_input_order_in_one_statement(
 
 
 def test_enqueue_many_refuses_unknown_fields(conn: psycopg.Connection[Any]) -> None:
-    with pytest.raises(TypeError, match="unknown job fields"):
+    with pytest.raises(TypeError, match="unknown job fields 'payloads'"):
         enqueue_many(conn, [{"kind": "a", "payloads": {}}])
+    # Any number of keys of any type: the first three, escaped and cut, the
+    # rest counted (sorting them failed on mixed types; all were listed).
+    hostile: dict[Any, Any] = {"kind": "a", 7: 1, "\x1b]0;pwned\x07" + "x" * 5000: 1}
+    hostile.update((f"k{i}", 1) for i in range(10_000))
+    with pytest.raises(TypeError) as caught:
+        enqueue_many(conn, [hostile])
+    message = str(caught.value)
+    assert message.startswith("enqueue_many: unknown job fields 7, '\\x1b]0;pwned")
+    assert "\x1b" not in message and len(message) < 200 and message.endswith("and 9,999 more")
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("later, field", [

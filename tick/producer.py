@@ -266,8 +266,14 @@ class FieldCheck:
 
     def _fields(self, job: Mapping[str, Any]) -> tuple[Any, ...]:
         if not ENQUEUE_FIELDS.issuperset(job):
-            unknown = set(job) - ENQUEUE_FIELDS
-            raise TypeError(f"enqueue_many: unknown job fields {sorted(unknown)}")
+            # Named as repr() shows them (escapes, not raw controls), the
+            # first few and cut: a mapping may hold any number of any keys.
+            import reprlib
+
+            unknown = [name for name in job if name not in ENQUEUE_FIELDS]
+            named = ", ".join(reprlib.repr(name) for name in unknown[:3])
+            more = f" and {len(unknown) - 3:,} more" if len(unknown) > 3 else ""
+            raise TypeError(f"enqueue_many: unknown job fields {named}{more}")
         if "kind" not in job:
             raise TypeError("enqueue_many: every job needs a 'kind'")
         fields = (job["kind"], job.get("max_attempts", 5), job.get("run_at"),

@@ -203,8 +203,12 @@ def test_every_enqueue_path_stores_an_instant_of_any_offset_python_has(
 
 
 @pytest.mark.parametrize("at", [datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=16))),
-                                datetime.max.replace(tzinfo=timezone(timedelta(hours=-20)))],
-                         ids=["year-0-in-utc", "year-10000-in-utc"])
+                                datetime.max.replace(tzinfo=timezone(timedelta(hours=-20))),
+                                # offsets PostgreSQL reads in text: sent as they are
+                                datetime(1, 1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+                                datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14)))],
+                         ids=["year-0-in-utc", "year-10000-in-utc", "year-0-at-plus-14",
+                              "year-10000-at-minus-14"])
 def test_an_instant_past_the_years_1_to_9999_in_utc_is_refused_alike_everywhere(
         conn: psycopg.Connection[Any], at: datetime) -> None:
     before = conn.execute("SELECT count(*) FROM awc.jobs").fetchone()

@@ -86,8 +86,11 @@ def _check_job(
         if not isinstance(run_at, datetime):
             raise EnqueueError("run_at", "must be a datetime")
         try:
-            _in_text(run_at)
-        except OverflowError:  # year 1 or 9999 and an offset only Python has
+            # In UTC: year 1 at +14:00 is a year BC there, 9999 at -14:00
+            # year 10000; PostgreSQL stores both, Python reads neither back.
+            if run_at.utcoffset() is not None:
+                run_at.astimezone(UTC)
+        except OverflowError:
             raise EnqueueError("run_at", "is outside the years 1 to 9999 in UTC") from None
     if timeout_secs is not None:
         refusal = timeout_refusal(timeout_secs)

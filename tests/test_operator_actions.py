@@ -238,3 +238,40 @@ def test_a_filter_is_capped_per_run_and_says_so(
     assert second.stdout.strip() == "5 jobs discarded"
     assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
     assert [d["count"] for _, d in audits(conn, "cli.discard")] == [10000, 5]
+
+
+def test_a_job_dead_lettered_by_fail_is_found_by_age_and_pruned(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # A Fail outcome (here: a kind no handler knows) finishes the job: it
+    # had no finished_at, so --older-than and the dead letters' retention
+    # never matched it (SPEC §22).
+    failed = enqueue_many(conn, [{"kind": "nobody-handles-this"}] * 2)
+    assert run_awc(awc_env, "tick").returncode == 0
+    rows = conn.execute("SELECT state, finished_at IS NOT NULL FROM awc.jobs "
+                        "WHERE id = ANY(%s)", (failed,)).fetchall()
+    assert rows == [("FAILED", True)] * 2
+    conn.execute("UPDATE awc.jobs SET finished_at = finished_at - interval '3 days' "
+                 "WHERE id = %s", (failed[0],))
+    preview = run_awc(awc_env, "retry", "--state", "FAILED", "--older-than", "2d")
+    assert "would touch 1 job;" in preview.stdout, preview.stdout + preview.stderr
+    env = {**awc_env, "AWC_DEAD_LETTER_RETENTION_SECS": str(2 * 86400)}
+    assert run_awc(env, "prune").stdout.strip() == "pruned 1 jobs"
+    assert states(conn, failed) == [None, "FAILED"]
+
+
+def test_migration_0027_gives_the_fail_dead_letters_their_finished_at(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from tick.migrate import migrate
+
+    old, done = enqueue_many(conn, [{"kind": "k"}] * 2)
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = NULL, "
+                 "updated_at = now() - interval '5 days' WHERE id = %s", (old,))
+    set_state(conn, [done], "FAILED", "1 day")
+    conn.execute("DELETE FROM awc.schema_migrations WHERE version = 27")
+    conn.commit()
+    migrate(conn)
+    rows = dict(conn.execute("SELECT id, now() - finished_at > interval '4 days' "
+                             "FROM awc.jobs WHERE id = ANY(%s)", ([old, done],)).fetchall())
+    assert rows == {old: True, done: False}

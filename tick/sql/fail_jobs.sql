@@ -6,6 +6,8 @@
 -- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
 UPDATE ONLY awc.jobs AS j
 SET state = 'FAILED',
+    -- SPEC §22: `--older-than` and the dead letters' retention read it
+    finished_at = now(),
     last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], j.id)],
     -- SPEC §22: this failed run joins the job's error history, the 20 newest kept.
     errors = jsonb_path_query_array(

@@ -99,3 +99,23 @@ def test_one_tick_at_most_concurrency_drains_every_key(
     assert (report["claimed"], report["stop_reason"]) == (450, "drained"), report
     assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state <> 'COMPLETED'"
                         ).fetchone() == (0,)
+
+
+def test_the_rotation_across_keys_goes_on_from_one_tick_to_the_next(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """Each `awc tick` (cron, a Lambda invocation) is a new process: it
+    starts the rotation where the last run's history row left it, so with
+    more keys than one tick claims every key is served in turn. Each began
+    at the first key, and three ticks of 100 over 300 keys served the first
+    100 three times and the other 200 never."""
+    keys = [f"tenant-{n:03d}" for n in range(300)]
+    enqueue_keys(conn, keys, 3)
+    env = {**awc_env, "AWC_WORKER_CONCURRENCY": "50"}
+    for _ in range(3):
+        done = run_awc(env, "tick", "--max-jobs", "100", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["claimed"] == 100
+    served = dict(conn.execute(
+        "SELECT key, count(*) FROM awc.jobs WHERE state = 'COMPLETED' GROUP BY key").fetchall())
+    assert sorted(served) == keys and set(served.values()) == {1}, served

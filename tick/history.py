@@ -56,7 +56,8 @@ Tail = tuple[str, dict[str, Any]]
 # finish_tick's and record_tick's cursor parameters when a run leaves none
 # (SPEC §24: a claimer's cursor, where the next process starts; cursor.py).
 NO_SEED: dict[str, Any] = dict.fromkeys(("seed_p", "seed_r", "seed_i", "seed_xmax", "seed_xip",
-                                         "rewind_p", "rewind_r", "rewind_i", "rewind_in"))
+                                         "rewind_p", "rewind_r", "rewind_i", "rewind_in",
+                                         "key_after"))
 
 
 def counts(report: TickReport | None) -> dict[str, Any]:

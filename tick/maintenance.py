@@ -54,6 +54,8 @@ class MaintenanceResult:
     tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
     # SPEC §24: the cursor the last run left (claim_seed.sql's row), if any
     seed: tuple[Any, ...] | None = None
+    # SPEC §23: the fair claim's key cursor the last run left, if any
+    key_seed: str | None = None
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
@@ -67,16 +69,17 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
     Returns (rescued to PENDING, moved to FAILED); (0, 0) when another process
     holds the rescue lock.
     """
-    rescued, failed, _, _, _, _ = _rescue(conn, limit, None)
+    rescued, failed, *_ = _rescue(conn, limit, None)
     return rescued, failed
 
 
 def _rescue(
     conn: psycopg.Connection[Any], limit: int, start: TickStart | None
-) -> tuple[int, int, bool, int | None, bool, tuple[Any, ...] | None]:
+) -> tuple[int, int, bool, int | None, bool, tuple[Any, ...] | None, str | None]:
     """`rescue`, whether a schedule is due, the id of the history row
     inserted for `start`, whether the prune is due, and the cursor the last
-    run left for the first claim (SPEC §24): the lock, the four questions
+    run left for the first claim (SPEC §24) and its key cursor (§23): the
+    lock, the five questions
     and the rescue are sent in one exchange, so a tick pays no extra round
     trip for schedules, history, the prune check or its cursor (SPEC §15,
     §16)."""
@@ -88,16 +91,19 @@ def _rescue(
         opened = conn.execute(sql("open_tick"), start.params()) if start else None
         prune = conn.execute(sql("prune_due"), {"every_secs": PRUNE_EVERY_SECS})
         seed = conn.execute(sql("claim_seed"), {"most": SEED_MOST_JOBS})
+        key_seed = conn.execute(sql("claim_key_seed"))
         conn.execute(sql("pin_plans"))
         rescue = conn.execute(sql("rescue_jobs"), {"limit": limit, "key": RESCUE_LOCK_KEY})
     due = schedules.fetchone()
     tick = opened.fetchone() if opened is not None else None
     prune_due = prune.fetchone()
     seeded = seed.fetchone()
+    key_row = key_seed.fetchone()
     rows = rescue.fetchall()
     failed = sum(1 for _, state in rows if state == "FAILED")
     return (len(rows) - failed, failed, bool(due and due[0]), tick[0] if tick else None,
-            bool(prune_due and prune_due[0]), None if seeded is None else tuple(seeded))
+            bool(prune_due and prune_due[0]), None if seeded is None else tuple(seeded),
+            None if key_row is None else key_row[0])
 
 
 def prune(
@@ -194,7 +200,8 @@ def run_maintenance(
     firing and the prune as it bounds the claims (SPEC §6): what is left
     undone, the next pass does. `report`, if given, receives each
     schedule's fires as they are recorded (`fire_due`), inside that bound."""
-    rescued, rescued_failed, due, tick_id, prune_due, seed = _rescue(conn, RESCUE_LIMIT, start)
+    rescued, rescued_failed, due, tick_id, prune_due, seed, key_seed = _rescue(
+        conn, RESCUE_LIMIT, start)
     fired = None
     if due:
         from tick.schedules.firing import fire_due
@@ -208,8 +215,8 @@ def run_maintenance(
                        deadline=deadline)
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
-                                 tick_id=tick_id, seed=seed)
+                                 tick_id=tick_id, seed=seed, key_seed=key_seed)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
                              lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
-                             tick_id=tick_id, seed=seed)
+                             tick_id=tick_id, seed=seed, key_seed=key_seed)

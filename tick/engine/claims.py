@@ -49,10 +49,13 @@ class Claims:
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
 
-    def seeded(self, seed: Sequence[Any] | None) -> None:
+    def seeded(self, seed: Sequence[Any] | None, key_seed: str | None = None) -> None:
         """Start from the cursor the last run left (SPEC §24, cursor.py),
         unless this run's claims are filtered: such a cursor is exact only
-        for the claimer's own kinds and queues."""
+        for the claimer's own kinds and queues. The rotation across keys
+        goes on from the last run's key cursor, filtered or not (SPEC §23):
+        any key is a place to start it."""
+        self.cursor.seed_key(key_seed)
         if self._spec.kinds is None and self._spec.queues is None:
             self.cursor.seed(seed, time.monotonic())
 

@@ -85,18 +85,28 @@ class Cursor:
             self.rewind = _key([rp, rr, ri, repoch])
             self.rewind_at = now + (0.0 if rewind_in is None else float(rewind_in))
 
+    def seed_key(self, key_after: str | None) -> None:
+        """Go on with the rotation across keys where the last run left it
+        (claim_key_seed.sql's key, None if none), unless this one has
+        served keys already (SPEC §23)."""
+        if key_after is not None and not self.key_after:
+            self.key_after = key_after
+
     def left(self, now: float) -> dict[str, Any]:
         """This cursor as a history row keeps it for the next process
         (finish_tick, record_tick): all None before any claim."""
+        # SPEC §23: the key cursor too ('' , the first key: none to leave).
+        key_after = self.key_after or None
         if self.xmax is None:
-            return dict(NO_SEED)
+            return {**NO_SEED, "key_after": key_after}
         rewind = self.rewind
         return {"seed_p": self.after[0], "seed_r": self.after[1], "seed_i": self.after[2],
                 "seed_xmax": self.xmax, "seed_xip": list(self.xip),
                 "rewind_p": None if rewind is None else rewind[0],
                 "rewind_r": None if rewind is None else rewind[1],
                 "rewind_i": None if rewind is None else rewind[2],
-                "rewind_in": None if rewind is None else self.rewind_at - now}
+                "rewind_in": None if rewind is None else self.rewind_at - now,
+                "key_after": key_after}
 
     def moved(self, mark: str | None, now: float) -> None:
         """A claim committed and returned `mark` (JSON text)."""

@@ -15,7 +15,9 @@ SET finished_at = now(), claimed = %(claimed)s, completed = %(completed)s,
         %(seed_p)s::int, %(seed_r)s::timestamptz, %(seed_i)s::bigint,
         %(seed_xmax)s::text::xid8, %(seed_xip)s::text[]::xid8[],
         %(rewind_p)s::int, %(rewind_r)s::timestamptz, %(rewind_i)s::bigint,
-        %(rewind_in)s::float8), cursor)
+        %(rewind_in)s::float8), cursor),
+    -- SPEC §23: the fair claim's key cursor, likewise (decision 0034).
+    key_after = coalesce(%(key_after)s::text, key_after)
 WHERE id = %(id)s
   -- awc.claimed: how many jobs this transaction's claim took (the claim sets
   -- it; unset when none was sent). Counted, never a walk of the running jobs:

@@ -7,7 +7,8 @@
 -- clock (finished_at's): a host's clock may disagree with it.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
-                       continued, rescued, pruned, fired, stop_reason, error, cursor)
+                       continued, rescued, pruned, fired, stop_reason, error, cursor,
+                       key_after)
 SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
        now() - make_interval(secs => coalesce(%(ran_secs)s::float8, 0)), now(),
        now() + make_interval(secs => %(deadline_secs)s::float8),
@@ -18,7 +19,8 @@ SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
         %(seed_p)s::int, %(seed_r)s::timestamptz, %(seed_i)s::bigint,
         %(seed_xmax)s::text::xid8, %(seed_xip)s::text[]::xid8[],
         %(rewind_p)s::int, %(rewind_r)s::timestamptz, %(rewind_i)s::bigint,
-        %(rewind_in)s::float8)
+        %(rewind_in)s::float8),
+       %(key_after)s::text  -- SPEC §23: the fair claim's key cursor
 -- awc.claimed: the jobs this transaction's claim took (SPEC §24: counted,
 -- never a walk of the running jobs).
 WHERE coalesce(nullif(current_setting('awc.claimed', true), ''), '0')::int = 0

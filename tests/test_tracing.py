@@ -214,3 +214,31 @@ def test_awc_enqueue_traceparent_is_stored_and_garbage_is_ignored(
     assert [r[0] for r in rows] == [int(done.stdout), int(bad.stdout)]
     shown = json.loads(run_awc(awc_env, "jobs", "show", done.stdout.strip()).stdout)
     assert shown["trace_context"] == {"traceparent": parent, "tracestate": "vendor=x"}
+
+
+@pytest.mark.parametrize("name, at", [("process noop", "start"), ("process noop", "end"),
+                                      ("awc ", "start"), ("awc ", "end")])
+def test_a_span_processor_that_raises_never_decides_a_job_nor_ends_the_run(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], name: str, at: str,
+) -> None:
+    # The host's provider is the host's code: a processor that raised as a
+    # job's span started dead-lettered the job unrun; as it ended, the tick
+    # exited 1 calling it a database error, with the jobs' outcomes unsaid
+    # (a loop left one RUNNING until its lease ran out); as the run's span
+    # ended, the command failed. Now the span is dropped and the process
+    # says so once, by the error's type.
+    from tick.producer import enqueue_many
+
+    ids = enqueue_many(conn, [{"kind": "noop"}] * 3 + [{"kind": "ledger"}])
+    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.broken_tracing,tests.kinds",
+           "AWC_TEST_BROKEN_SPAN": name, "AWC_TEST_BROKEN_AT": at}
+    done = run_awc(env, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["completed"] == 4
+    states = conn.execute("SELECT DISTINCT state FROM awc.jobs WHERE id = ANY(%s)",
+                          (ids,)).fetchall()
+    assert states == [("COMPLETED",)]
+    told = [line for line in done.stderr.splitlines() if "tracing:" in line]
+    assert len(told) == 1 and "RuntimeError" in told[0] and "broke" not in told[0], done.stderr
+    finished = conn.execute("SELECT claimed, completed FROM awc.ticks").fetchall()
+    assert finished == [(4, 4)]

@@ -15,11 +15,17 @@ its handler starts (`RunTrace.enter`) and keeps it current while the
 handler runs, so what the handler does is its child and detached after,
 whatever the handler did; the flush notes a Retry's or Fail's error on it;
 the settle step, which knows the outcome's label, ends it.
+
+The provider and its span processors are the host's code, and may raise.
+Tracing never decides a job's outcome nor ends a run: every call into
+OpenTelemetry here is guarded (`guarded`), a failed one drops that span
+(or the run's tracing), and the process says so once in its log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -40,6 +46,23 @@ ENABLED = True
 ERROR_LABELS = frozenset({"failed", "retried"})
 
 _cached: tuple[Any, Any] | None = None  # (provider, awc's tracer from it)
+_told = False  # the process has logged that a call into tracing failed
+
+
+@contextlib.contextmanager
+def guarded(doing: str) -> Iterator[None]:
+    """Run a call into OpenTelemetry; if it raises, go on without it, and
+    log the first such failure of the process: its type, never its text
+    (a span processor's message may hold anything)."""
+    global _told
+    try:
+        yield
+    except Exception as error:
+        if not _told:
+            _told = True
+            logging.getLogger("tick.tracing").warning(
+                "tracing: %s failed (%s); spans may be missing, jobs and runs are not "
+                "affected", doing, type(error).__name__)
 
 
 def tracer() -> Any:
@@ -57,8 +80,10 @@ def tracer() -> Any:
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
-    found = provider.get_tracer("awc")
-    _cached = (provider, found)
+    found = None
+    with guarded("getting awc's tracer"):
+        found = provider.get_tracer("awc")
+    _cached = (provider, found)  # a provider that failed once is not asked again
     return found
 
 
@@ -88,6 +113,10 @@ class JobSpan:
 
     def end(self, label: str) -> None:
         """The outcome is recorded as `label` (SPEC §9): the span ends."""
+        with guarded("ending a job's span"):
+            self._end(label)
+
+    def _end(self, label: str) -> None:
         span = self.span
         span.set_attribute("awc.job.outcome", label)
         if label in ERROR_LABELS:
@@ -121,11 +150,17 @@ class RunTrace:
             "awc.driver": driver, "awc.worker.id": worker_id})
         self.context = set_span_in_context(self.span)
 
-    def start_job(self, row: ClaimedRow) -> JobSpan:
-        """A job's span. Its first run is a child of the context stored at
-        its enqueue; a later run starts a new trace linked to it (it may run
-        long after that request ended); a job with no context it can join
-        is a child of the run. Every job span not under the run links to it."""
+    def start_job(self, row: ClaimedRow) -> JobSpan | None:
+        """A job's span (None if the tracer failed to start it). Its first
+        run is a child of the context stored at its enqueue; a later run
+        starts a new trace linked to it (it may run long after that request
+        ended); a job with no context it can join is a child of the run.
+        Every job span not under the run links to it."""
+        with guarded("starting a job's span"):
+            return self._start_job(row)
+        return None
+
+    def _start_job(self, row: ClaimedRow) -> JobSpan:
         from opentelemetry.trace import SpanKind
 
         parent, links = self.context, []
@@ -162,19 +197,30 @@ class RunTrace:
             })
         return JobSpan(span)
 
-    def enter(self, row: ClaimedRow) -> tuple[JobSpan, Any]:
+    def enter(self, row: ClaimedRow) -> tuple[JobSpan | None, Any]:
         """On the slot thread, as the handler starts: its span, current on
-        this thread until `leave` (the token to give it)."""
+        this thread until `leave` (the token to give it); (None, None) if
+        the tracer failed."""
         job = self.start_job(row)
-        return job, self._attach(self._in_context(job.span))
+        if job is None:
+            return None, None
+        with guarded("making a job's span current"):
+            return job, self._attach(self._in_context(job.span))
+        return job, None
 
     def leave(self, token: Any) -> None:
         """The handler returned: its span is no longer current on this thread
         (the context before `enter`, whatever the handler attached since)."""
-        self._detach(token)
+        if token is not None:
+            with guarded("leaving a job's span"):
+                self._detach(token)
 
     def end(self, report: TickReport | None, error: BaseException | None = None) -> None:
         """The run is over: its report's counts, and its error if it failed."""
+        with guarded("ending the run's span"):
+            self._end(report, error)
+
+    def _end(self, report: TickReport | None, error: BaseException | None) -> None:
         span = self.span
         if report is not None:
             for counter in COUNTERS:
@@ -195,7 +241,11 @@ class RunTrace:
 def begin(driver: str, worker_id: str) -> RunTrace | None:
     """The span of a run that starts now, or None while tracing is off."""
     found = tracer()
-    return None if found is None else RunTrace(found, driver, worker_id)
+    if found is None:
+        return None
+    with guarded("starting the run's span"):
+        return RunTrace(found, driver, worker_id)
+    return None
 
 
 def finish(trace: RunTrace | None, report: TickReport | None,
@@ -210,7 +260,8 @@ def abandoned(job: JobSpan | None) -> None:
     """The run failed with this job's outcome unrecorded (its lease recovers
     the job): its span ends without an outcome."""
     if job is not None:
-        job.span.end()
+        with guarded("ending a job's span"):
+            job.span.end()
 
 
 @contextlib.contextmanager
@@ -238,8 +289,12 @@ def attached(trace: RunTrace | None) -> Iterator[None]:
         return
     from opentelemetry import context
 
-    token = context.attach(trace.context)
+    token = None
+    with guarded("making the run's span current"):
+        token = context.attach(trace.context)
     try:
         yield
     finally:
-        context.detach(token)
+        if token is not None:
+            with guarded("leaving the run's span"):
+                context.detach(token)

@@ -135,6 +135,36 @@ def test_an_overlong_or_empty_kind_is_a_usage_error(
     assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
 
 
+@pytest.mark.parametrize(("args", "option"), [
+    (["jobs", "list", "--kind", "a\udcffb"], "--kind"),
+    (["jobs", "list", "--queue", "a\udcffb"], "--queue"),
+    (["retry", "--kind", "a\udcffb"], "--kind"),
+    (["cancel", "--queue", "a\udcffb"], "--queue"),
+    (["jobs", "discard", "--kind", "a\udcffb"], "--kind"),
+    (["tick", "--kind", "a\udcffb"], "--kind"),
+    (["tick", "--queue", "q" * 201], "--queue"),
+    (["loop", "--queue", "a\udcffb"], "--queue"),
+    (["schedules", "pause", "a\udcffb"], "NAME"),
+    (["schedules", "trigger", "a\udcffb"], "NAME"),
+    (["schedules", "history", "a\udcffb"], "NAME"),
+    (["schedules", "next", "a\udcffb"], "NAME"),
+], ids=lambda value: value if isinstance(value, str) else "-".join(value[:2]))
+def test_a_filter_or_a_name_no_job_can_have_is_a_usage_error(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], args: list[str], option: str
+) -> None:
+    # An argument that is not valid UTF-8 reaches Python as lone surrogates:
+    # sent to the server, it made "awc: unexpected error" (exit 1) of an
+    # operator command, a failed tick of `awc tick`, a loop that restarted
+    # its part for ever. Refused before connecting, as enqueue's are.
+    job = enqueue(conn, "k")
+    done = run_awc(awc_env, *args)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert option in done.stderr and "Traceback" not in done.stderr
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() == (
+        "PENDING",)
+    assert conn.execute("SELECT count(*) FROM awc.ticks").fetchone() == (0,)
+
+
 # -- one line for every failure (items 16, 17, 18) ---------------------------------------
 
 

@@ -22,7 +22,7 @@ from tick.cli_actions import COMMANDS as ACTION_COMMANDS
 from tick.cli_history import COMMANDS as HISTORY_COMMANDS
 from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
-from tick.cli_queue import echo_json
+from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
@@ -64,8 +64,10 @@ def _stop_on_signals(stop: threading.Event, wake: Callable[[], None] | None = No
 @click.option("--max-jobs", type=int, help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
 @click.option("--max-secs", type=int, help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
 @click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
-@click.option("--kind", "kinds", multiple=True, help="Only claim this kind (repeatable).")
-@click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
+@click.option("--kind", "kinds", multiple=True, type=NAME,
+              help="Only claim this kind (repeatable).")
+@click.option("--queue", "queues", multiple=True, type=NAME,
+              help="Only claim from this queue (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--as-events", is_flag=True,
               help="For a log file: print nothing on stdout; the report is a `tick` event and "
@@ -130,8 +132,10 @@ def _log_format() -> str:
 
 @cli.command("loop")
 @click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
-@click.option("--kind", "kinds", multiple=True, help="Only claim this kind (repeatable).")
-@click.option("--queue", "queues", multiple=True, help="Only claim from this queue (repeatable).")
+@click.option("--kind", "kinds", multiple=True, type=NAME,
+              help="Only claim this kind (repeatable).")
+@click.option("--queue", "queues", multiple=True, type=NAME,
+              help="Only claim from this queue (repeatable).")
 def loop_command(concurrency: int | None, kinds: tuple[str, ...], queues: tuple[str, ...]) -> None:
     """Run ticks continuously until SIGTERM/SIGINT (then drain and exit 0)."""
     from tick.drivers.loop import run_loop

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tick.cli_queue import SPAN_MAX_SECS, choice, jobs_group, operator_connection, span_secs
+from tick.cli_queue import (
+    NAME,
+    SPAN_MAX_SECS,
+    choice,
+    jobs_group,
+    operator_connection,
+    span_secs,
+)
 from tick.errors import AwcError
 from tick.settings import load_settings
 from tick.words import JOB_STATES
@@ -107,8 +114,8 @@ def _job_options(fn: Any) -> Any:
         click.argument("job_ids", nargs=-1, type=click.IntRange(1, 2**63 - 1)),
         click.option("--state", type=choice(*JOB_STATES),
                      help="Only jobs in this state."),
-        click.option("--kind", help="Only jobs of this kind."),
-        click.option("--queue", help="Only jobs in this queue."),
+        click.option("--kind", type=NAME, help="Only jobs of this kind."),
+        click.option("--queue", type=NAME, help="Only jobs in this queue."),
         click.option("--older-than", metavar="DURATION",
                      help="Only jobs finished (or, if not final, created) longer ago "
                           "than this: 90m, 1h, 7d."),

@@ -72,6 +72,28 @@ def _not_json_number(text: str) -> Any:
     raise ValueError(f"{text} is not a JSON number")
 
 
+class Name(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A kind, a queue or a schedule as a filter or a target: text PostgreSQL
+    can hold, of at most 200 characters (no job or schedule has a longer
+    name). An argument that is not valid UTF-8 reaches Python as lone
+    surrogates; sent to the server it failed the command as an unexpected
+    error, or a tick as a database failure (a loop restarted for ever)."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        from tick.text import text_refusal
+
+        refusal = text_refusal(value, 200)
+        if refusal is not None:
+            self.fail(refusal, param, ctx)
+        return str(value)
+
+
+NAME = Name()
+
+
 class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
     """A number of seconds in [`low`, `high`]. click's FloatRange lets NaN
     through (every comparison with it is false), and a NaN deadline never
@@ -272,8 +294,8 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 @jobs_group.command("list")
 @click.option("--state",
               type=choice(*JOB_STATES))
-@click.option("--kind")
-@click.option("--queue")
+@click.option("--kind", type=NAME)
+@click.option("--queue", type=NAME)
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 def jobs_list(

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from tick.cli_queue import choice, echo_json, operator_connection, table
+from tick.cli_queue import NAME, choice, echo_json, operator_connection, table
 from tick.settings import load_settings
 from tick.words import MISSED_POLICIES, OVERLAP_POLICIES
 
@@ -62,7 +62,7 @@ def schedules_list(as_json: bool) -> None:
 
 
 @schedules_group.command("add")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--cron", required=True, help="5 fields, or @hourly/@daily/@weekly/@monthly/@yearly.")
 @click.option("--kind", required=True, help="The kind of the jobs it enqueues.")
 @click.option("--payload", default="{}", show_default=True, help="Their payload, a JSON object.")
@@ -101,7 +101,7 @@ def _acting(verb: str) -> Any:
     done, text = _ACTS[verb]
 
     @schedules_group.command(verb, help=text)
-    @click.argument("name")
+    @click.argument("name", type=NAME)
     def command(name: str) -> None:
         import tick.schedules as schedules
 
@@ -117,7 +117,7 @@ for _verb in _ACTS:
 
 
 @schedules_group.command("trigger")
-@click.argument("name")
+@click.argument("name", type=NAME)
 def schedules_trigger(name: str) -> None:
     """Enqueue one job of NAME now (recorded `manual`) and print its id."""
     from tick.schedules import trigger
@@ -127,7 +127,7 @@ def schedules_trigger(name: str) -> None:
 
 
 @schedules_group.command("next")
-@click.argument("name", required=False)
+@click.argument("name", required=False, type=NAME)
 @click.option("--cron", help="Preview this expression instead of a schedule's (nothing is added).")
 @click.option("--timezone", help="With --cron: its IANA time zone name [default: UTC].")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
@@ -157,7 +157,7 @@ def schedules_next(name: str | None, cron: str | None, timezone: str | None, cou
 
 
 @schedules_group.command("history")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def schedules_history(name: str, limit: int, as_json: bool) -> None:

@@ -3,6 +3,7 @@ memory, output or threads without bound."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
@@ -201,3 +202,37 @@ def test_a_peer_that_hangs_up_costs_one_event_and_no_traceback(
     assert {(level, event) for level, event, _ in events.lines} == {
         ("warning", "metrics_request_failed")}
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_peers_that_hold_every_connection_never_keep_the_probe_out() -> None:
+    # 16 peers sending a byte now and then (each read within the socket
+    # timeout) or nothing held every slot, and every probe was refused: a
+    # pod that reaches the port could have the worker restarted by its
+    # liveness check. A new connection now closes the oldest at capacity,
+    # and one open past CONNECTION_SECS is closed as the next one arrives.
+    from tick.drivers.health import MAX_CONNECTIONS
+
+    _, port, stop = serve(lambda: b"", Collected())
+    holders = [socket.create_connection(("127.0.0.1", port)) for _ in range(MAX_CONNECTIONS)]
+    trickling = holders[: MAX_CONNECTIONS // 2]
+    try:
+        for s in trickling:
+            s.sendall(b"G")
+        deadline = time.monotonic() + 12
+        answered = 0
+        while time.monotonic() < deadline:
+            for s in trickling:
+                with contextlib.suppress(OSError):
+                    s.sendall(b"E")  # within the per-read timeout: the slot stays held
+            # Each probe arrives as the holders (and the probes before) fill the slots.
+            holders.extend(socket.create_connection(("127.0.0.1", port)) for _ in range(3))
+            started = time.monotonic()
+            assert healthz(port) == 200
+            assert time.monotonic() - started < 2
+            answered += 1
+            time.sleep(0.5)
+        assert answered >= 10
+    finally:
+        for s in holders:
+            s.close()
+        stop.set()

@@ -3,17 +3,24 @@
 `/healthz` and `/readyz` answer from in-process state only, with no I/O, so
 a slow database never makes the process look dead to its orchestrator.
 
-The server is bounded: at most `MAX_CONNECTIONS` requests are served at once
-(one more is closed at once rather than given a thread), each connection has
-a socket timeout, and a peer that hangs up mid-answer costs one warning
-event, never a traceback in the event stream.
+The server is bounded: at most `MAX_CONNECTIONS` connections are served at
+once, each connection has a socket timeout, and a peer that hangs up
+mid-answer costs one warning event, never a traceback in the event stream.
+Peers that hold their connections without finishing a request (silent, or a
+byte now and then: the socket timeout is per read) must not keep the
+kubelet's probe out, or the orchestrator restarts a healthy worker: a
+connection open longer than `CONNECTION_SECS` is closed as the next one
+arrives, and a connection that finds every slot taken closes the oldest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +30,11 @@ from tick.events import EventSink, NullEvents
 
 MAX_CONNECTIONS = 16
 REQUEST_TIMEOUT_SECS = 5.0
+# The most a connection may take, whatever it sends: the endpoints answer
+# from memory in milliseconds, /metrics included.
+CONNECTION_SECS = 10.0
+# How long a new connection waits for the slot it freed by closing the oldest.
+EVICTED_WAIT_SECS = 1.0
 # An exchange with the database unanswered this long makes the loop unready
 # (SPEC §7.2): awc's statements take milliseconds, so this is a server that
 # stopped answering, long before the watchdog closes its connection.
@@ -40,22 +52,45 @@ class BoundedServer(ThreadingHTTPServer):
         super().__init__(address, handler)
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._events = events
+        # The connections being served and when each opened, oldest first.
+        self._open: dict[int, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        self._close_overdue(time.monotonic() - CONNECTION_SECS)
         if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # at capacity: refuse, never queue a thread
-            return
+            self._close_overdue(None)  # at capacity: the oldest makes room
+            if not self._slots.acquire(timeout=EVICTED_WAIT_SECS):
+                self.shutdown_request(request)  # never queue a thread
+                return
+        with self._lock:
+            self._open[id(request)] = (time.monotonic(), request)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._served(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._served(request)
+
+    def _served(self, request: Any) -> None:
+        with self._lock:
+            self._open.pop(id(request), None)
+        self._slots.release()
+
+    def _close_overdue(self, opened_before: float | None) -> None:
+        """Shut down the connections opened before `opened_before` (None: the
+        oldest one): their threads' reads end, and so do their requests."""
+        with self._lock:
+            found = [sock for opened, sock in self._open.values()
+                     if opened_before is None or opened < opened_before]
+        for sock in found[:1] if opened_before is None else found:
+            with contextlib.suppress(OSError):  # already gone
+                sock.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A scraper that hung up or timed out: one line, not a traceback.

@@ -348,3 +348,29 @@ def test_a_cycle_of_causes_is_shown_once() -> None:
     first.__context__, second.__context__ = second, first
     trace = exception_traceback(first)
     assert trace.count("ValueError: first") == 1 and trace.count("KeyError: 'second'") == 1
+
+
+@pytest.mark.parametrize("odd", ["fifo", "/dev/zero"])
+def test_a_source_file_that_is_not_a_regular_file_is_never_read(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path, odd: str,
+) -> None:
+    # A frame's source line was read from whatever its file name named: a
+    # FIFO blocked the open for ever (at a deadline the coordinator reads
+    # the handler's stack: the tick never returned, nor heeded SIGTERM), and
+    # /dev/zero was read until memory ran out. Such a frame has no source line.
+    import os
+
+    source = str(tmp_path / "fifo") if odd == "fifo" else odd
+    if odd == "fifo":
+        os.mkfifo(source)
+    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.odd_source_kinds",
+           "AWC_TEST_ODD_SOURCE": source}
+    cut = enqueue(conn, "odd_source", {"secs": 30})  # still running at the deadline
+    raised = enqueue(conn, "odd_source", {"secs": 0})
+    done = run_awc(env, "tick", "--max-secs", "3", "--json", timeout=30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for job, first, line in ((cut, "Stack at the deadline", 2), (raised, "Traceback", 3)):
+        (entry,) = conn.execute("SELECT errors FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+        text = entry[-1]["traceback"]
+        assert text.startswith(first) and f'File "{source}", line {line}, in run\n' in text, text
+        assert "nap(" not in text and "raise RuntimeError" not in text, text

@@ -15,7 +15,9 @@ Built only for failed runs, never for completed ones: the drain pays nothing.
 
 from __future__ import annotations
 
+import linecache
 import os
+import stat
 import sys
 import traceback
 from collections.abc import Iterator
@@ -31,6 +33,8 @@ CHAIN_LIMIT = 8
 MESSAGE_LIMIT = 500
 # A source line longer than this (minified code) is cut.
 SOURCE_LIMIT = 200
+# A source file larger than this is not read for its line.
+SOURCE_FILE_LIMIT = 4 << 20
 
 _ENGINE = str(Path(__file__).resolve().parent / "engine") + os.sep
 
@@ -65,9 +69,31 @@ def _own(frames: FrameList, *, entered: bool) -> FrameList:
 def _frame_lines(frames: FrameList) -> Iterator[str]:
     for f in frames:
         yield f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
-        source = (f.line or "").strip()
+        source = _source(f.filename, f.lineno).strip()
         if source:
             yield f"    {source[:SOURCE_LIMIT]}\n"
+
+
+def _source(filename: str, lineno: int | None) -> str:
+    """A frame's source line, read only from a regular file of bounded size
+    (or what Python's line cache holds). The file may have been replaced
+    since the handler was imported: by a FIFO, whose open blocks (the
+    coordinator reads a stack at a deadline: the tick never returned, nor
+    heeded SIGTERM), or by /dev/zero, read until memory ran out."""
+    if not lineno:
+        return ""
+    held = linecache.cache.get(filename)
+    if held is None or len(held) == 1:  # not read yet (or a loader's lazy entry)
+        try:
+            found = os.stat(filename)
+        except (OSError, ValueError):
+            return ""
+        if not stat.S_ISREG(found.st_mode) or found.st_size > SOURCE_FILE_LIMIT:
+            return ""
+    try:
+        return linecache.getline(filename, lineno)
+    except Exception:  # undecodable, vanished meanwhile
+        return ""
 
 
 def _message(error: BaseException) -> str:
@@ -116,8 +142,8 @@ def exception_traceback(error: BaseException) -> str:
 
 
 def _extract(tb: TracebackType | None) -> FrameList:
-    try:
-        return list(traceback.extract_tb(tb))
+    try:  # lines read by _source, never by the summary itself
+        return list(traceback.StackSummary.extract(traceback.walk_tb(tb), lookup_lines=False))
     except Exception:  # an unreadable source file must not lose the entry
         return []
 
@@ -130,7 +156,8 @@ def thread_stack(thread_id: int) -> str | None:
     if frame is None:
         return None
     try:
-        frames = _own(list(traceback.extract_stack(frame)), entered=True)
+        walked = traceback.StackSummary.extract(traceback.walk_stack(frame), lookup_lines=False)
+        frames = _own(list(reversed(walked)), entered=True)  # outermost first
     except Exception:
         return None
     finally:

@@ -257,3 +257,23 @@ def test_infinite_instants_in_every_column_never_break_a_page(
     second = client.get("/ticks?" + html.unescape(older.group(1)))
     assert second.status_code == 200 and "infinity" in second.text
     assert not [e for e in console.events() if e["event"] == "console_error"]
+
+
+def test_hostile_error_history_and_deep_json_keep_the_job_page_whole(
+        conn: psycopg.Connection[Any], console: Console) -> None:
+    """An error history's `at` is plain JSON text: one whose offset takes it
+    past the years 1-9999 in UTC made the job page a 500. And arrays nested
+    900 deep, 99 KB as stored, were indented into 90 MB of page; such JSON
+    is shown as stored."""
+    deep = "[" + ",".join("[" * 900 + "]" * 900 for _ in range(55)) + "]"
+    errors = json.dumps([{"attempt": 1, "at": at, "error": "E: x"} for at in (
+        "9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+14:00", "2026-01-01T00:00:00Z")])
+    row = conn.execute("INSERT INTO awc.jobs (kind, state, payload, result, errors, finished_at) "
+                       "VALUES ('k', 'FAILED', %s::jsonb, %s::jsonb, %s::jsonb, now()) "
+                       "RETURNING id", (deep, deep, errors)).fetchone()
+    assert row is not None
+    answer = signed_in(console.base).get(f"/jobs/{row[0]}")
+    assert answer.status_code == 200
+    assert "9999-12-31T23:00:00-05:00" in answer.text and "0001-01-01T00:00:00+14:00" in answer.text
+    assert len(answer.content) < 1_000_000, len(answer.content)
+    assert not [e for e in console.events() if e["event"] == "console_error"]

@@ -53,3 +53,24 @@ def test_an_error_line_holding_foreign_text_is_escaped() -> None:
     line = shown("no schedule named " + EVIL + "\udc80")  # and a lone surrogate
     assert not ACTED_ON.search(line) and "\n" not in line
     assert line.startswith("no schedule named ev\\x1b]52;c;")
+
+
+def test_indented_json_gives_up_where_indenting_would_multiply_the_text() -> None:
+    # `awc jobs show` on a terminal and the console's job page indent JSON
+    # for reading; 99 KB of arrays nested 900 deep indented to 90 MB.
+    import json
+
+    from tick.text import indented_json
+
+    plain = {"b": [1, {"c": "é"}], "a": None}
+    compact = json.dumps(plain)
+    assert indented_json(plain, len(compact), sort_keys=True) == json.dumps(
+        plain, indent=2, sort_keys=True)
+    deep = [json.loads("[" * 900 + "]" * 900) for _ in range(55)]
+    text = json.dumps(deep)
+    assert len(text) < 100_000
+    assert indented_json(deep, len(text)) is None
+    deepest: list[Any] = []
+    for _ in range(5000):  # deeper than Python encodes
+        deepest = [deepest]
+    assert indented_json(deepest, 10_000) is None

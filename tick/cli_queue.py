@@ -33,8 +33,14 @@ def _json_default(value: Any) -> Any:
 def echo_json(data: Any, *, indent_on_terminal: bool = False) -> None:
     """One JSON document on stdout, keys sorted; indented for a person
     when asked and stdout is a terminal, one line for a pipe."""
-    indent = 2 if indent_on_terminal and sys.stdout.isatty() else None
-    click.echo(json.dumps(data, default=_json_default, sort_keys=True, indent=indent))
+    text = json.dumps(data, default=_json_default, sort_keys=True)
+    if indent_on_terminal and sys.stdout.isatty():
+        from tick.text import indented_json
+
+        # One line still when indenting would multiply it (a value nested
+        # deep: the indentation grows with the square of the depth).
+        text = indented_json(data, len(text), default=_json_default, sort_keys=True) or text
+    click.echo(text)
 
 
 def choice(*values: str) -> click.Choice[str]:

@@ -105,6 +105,27 @@ def text_refusal(value: Any, limit: int) -> str | None:
     return None
 
 
+def indented_json(value: Any, compact_chars: int, **options: Any) -> str | None:
+    """`value` as JSON indented for a person, or None when that text would
+    be more than four times its compact form's `compact_chars` (and 64 KiB):
+    indentation grows with the square of the depth, and 99 KB of nested
+    arrays indented to 90 MB. `options` as json.dumps takes them. The text
+    is built a piece at a time and given up at the bound, never whole."""
+    import json
+
+    limit = 4 * compact_chars + 65536
+    pieces, size = [], 0
+    try:
+        for piece in json.JSONEncoder(indent=2, **options).iterencode(value):
+            size += len(piece)
+            if size > limit:
+                return None
+            pieces.append(piece)
+    except RecursionError:
+        return None
+    return "".join(pieces)
+
+
 def json_value_text(value: Any) -> tuple[str | None, str | None]:
     """`value` as JSON text that jsonb stores as it is, or why it cannot be:
     (text, None) or (None, problem). The problem never quotes the value."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tick.statements import sql
+from tick.text import indented_json
 from tick.ui.filters import JobFilter
 from tick.words import DEAD_STATES, JOB_STATES
 
@@ -192,8 +193,13 @@ def _errors(text: str) -> list[dict[str, Any]]:
     by the statement), each `at` an instant when it reads as one."""
     entries: list[dict[str, Any]] = json.loads(text)
     for entry in entries:
-        with contextlib.suppress(TypeError, ValueError):  # else shown as the text it is
-            entry["at"] = datetime.fromisoformat(entry["at"])
+        # Else shown as the text it is: not an instant, or one whose offset
+        # takes it past the years 1-9999 in UTC (a plain-SQL writer's
+        # "9999-12-31T23:00:00-05:00"), which failed the page as it was shown.
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            at = datetime.fromisoformat(entry["at"])
+            at.astimezone(UTC)
+            entry["at"] = at
     return entries
 
 
@@ -206,10 +212,11 @@ def _pretty(text: str | None) -> dict[str, Any] | None:
     cut = len(text) > SHOWN_CHARS
     if not cut:
         try:
-            return {"text": json.dumps(json.loads(text), indent=2, ensure_ascii=False),
-                    "cut": False}
+            shown = indented_json(json.loads(text), len(text), ensure_ascii=False)
         except (RecursionError, ValueError):
-            pass
+            shown = None
+        if shown is not None:  # else indenting would multiply it: as stored
+            return {"text": shown, "cut": False}
     return {"text": text[:SHOWN_CHARS], "cut": cut}
 
 

@@ -266,3 +266,28 @@ def test_the_lane_claim_also_says_a_per_key_limit_held_jobs_back(
     assert proc.returncode == 0, err
     assert json.loads(out)["completed"] >= 4
     assert most_at_once_by_key(conn) == {"solo": 1}
+
+
+def test_a_pause_over_every_key_or_a_kind_s_keys_leaves_what_it_does_not_cover(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # SPEC §23: key:* at max_running 0 pauses the keys without a limit of
+    # their own, kind:K --per-key at 0 the keyed jobs of K. With more such
+    # keys than slots sorting first, the walk spent every slot on them and
+    # the tick ended drained with nothing claimed: jobs without a key, a key
+    # with its own limit and keyed jobs of another kind waited for ever.
+    env = {**awc_env, "AWC_WORKER_CONCURRENCY": "4"}
+    for target, extra in (("key:*", []), ("kind:sleep", ["--per-key"])):
+        done = run_awc(awc_env, "limits", "set", target, *extra, "--max-running", "0")
+        assert done.returncode == 0, done.stderr
+    assert run_awc(awc_env, "limits", "set", "key:zz-own", "--max-running", "5").returncode == 0
+    paused_by_star = enqueue_many(conn, [{"kind": "noop", "key": f"a-{n:02d}"} for n in range(20)])
+    paused_kind = enqueue_many(conn, [{"kind": "sleep", "key": "zz-own",
+                                       "payload": {"secs": 0}}] * 3)
+    free = enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "noop", "key": "zz-own"}] * 5)
+    done = run_awc(env, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    states = dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall())
+    assert [states[i] for i in free] == ["COMPLETED"] * 10
+    assert {states[i] for i in paused_by_star + paused_kind} == {"PENDING"}
+    assert json.loads(done.stdout)["stop_reason"] == "drained"

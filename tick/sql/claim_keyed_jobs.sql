@@ -34,6 +34,17 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                AS held_keys,
            (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
                AS lane_claimed
+), paused AS MATERIALIZED (
+    -- SPEC §23: pauses per key (a per-key limit at max_running 0): every key
+    -- without a limit of its own (key:*), and the keyed jobs of a kind
+    -- (kind:K --per-key). The walk passes what they cover by, so jobs they do
+    -- not cover (no key, a key with its own limit, another kind) are reached
+    -- however many paused keys sort before them; read only with a per-key limit.
+    SELECT coalesce(bool_or(l.scope = 'key'), false) AS every_key,
+           coalesce(array_agg(l.name) FILTER (WHERE l.scope = 'kind_key'), '{}') AS kinds
+    FROM awc.limits AS l
+    WHERE (SELECT keyed_limits FROM limited) AND l.max_running = 0
+      AND ((l.scope = 'key' AND l.name = '*') OR l.scope = 'kind_key')
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
@@ -56,20 +67,25 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    WHEN h.run_at <= now()
                         AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
                         AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                        AND (h.k = '' OR h.kind <> ALL ((SELECT kinds FROM paused)::text[]))
                        THEN true
-                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+                        AND (h.k = '' OR cardinality((SELECT kinds FROM paused)) = 0) THEN false
                    ELSE EXISTS (
                        SELECT 1 FROM ONLY awc.jobs AS j
                        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+                         -- a kind paused per key (kind:K --per-key at 0)
+                         AND (h.k = '' OR j.kind <> ALL ((SELECT kinds FROM paused)::text[])))
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND coalesce(
                    -- SPEC §23: a key paused by its own limit (key:NAME at
-                   -- max_running 0) has nothing to give: the walk passes it
-                   -- by (a probe each, as many as such rows at most)
-                   SELECT 1 FROM awc.limits AS l
-                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
+                   -- max_running 0), or without one while key:* is at 0,
+                   -- has nothing to give: the walk passes it by (a probe each)
+                   (SELECT l.max_running IS NOT DISTINCT FROM 0 FROM awc.limits AS l
+                    WHERE l.scope = 'key' AND l.name = h.k),
+                   (SELECT every_key FROM paused))) AS ready
         FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
@@ -98,20 +114,25 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    WHEN h.run_at <= now()
                         AND (%(kinds)s::text[] IS NULL OR h.kind = ANY (%(kinds)s::text[]))
                         AND (%(queues)s::text[] IS NULL OR h.queue = ANY (%(queues)s::text[]))
+                        AND (h.k = '' OR h.kind <> ALL ((SELECT kinds FROM paused)::text[]))
                        THEN true
-                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL THEN false
+                   WHEN %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+                        AND (h.k = '' OR cardinality((SELECT kinds FROM paused)) = 0) THEN false
                    ELSE EXISTS (
                        SELECT 1 FROM ONLY awc.jobs AS j
                        WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = h.p
                          AND coalesce(j.key, '') = h.k AND j.run_at <= now()
                          AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
-                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[])))
-               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND EXISTS (
+                         AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+                         -- a kind paused per key (kind:K --per-key at 0)
+                         AND (h.k = '' OR j.kind <> ALL ((SELECT kinds FROM paused)::text[])))
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND coalesce(
                    -- SPEC §23: a key paused by its own limit (key:NAME at
-                   -- max_running 0) has nothing to give: the walk passes it
-                   -- by (a probe each, as many as such rows at most)
-                   SELECT 1 FROM awc.limits AS l
-                   WHERE l.scope = 'key' AND l.name = h.k AND l.max_running = 0)) AS ready
+                   -- max_running 0), or without one while key:* is at 0,
+                   -- has nothing to give: the walk passes it by (a probe each)
+                   (SELECT l.max_running IS NOT DISTINCT FROM 0 FROM awc.limits AS l
+                    WHERE l.scope = 'key' AND l.name = h.k),
+                   (SELECT every_key FROM paused))) AS ready
         FROM (
             -- The next key of this priority, in the same phase. Each of the
             -- four runs only when its test of the last key holds (PostgreSQL
@@ -224,6 +245,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     FROM found AS f, plan, LATERAL (
         SELECT f.head AS id, f.head_kind AS kind, f.head_at AS run_at
         WHERE f.keys >= plan.want AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+          AND cardinality((SELECT kinds FROM paused)) = 0
         UNION ALL
         (SELECT j.id, j.kind, j.run_at
          FROM ONLY awc.jobs AS j
@@ -234,8 +256,10 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            AND (j.run_at, j.id) >= (f.head_at, f.head)
            AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
            AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
+           AND (f.k = '' OR j.kind <> ALL ((SELECT kinds FROM paused)::text[]))
            AND NOT (f.keys >= plan.want AND %(kinds)s::text[] IS NULL
-                    AND %(queues)s::text[] IS NULL)
+                    AND %(queues)s::text[] IS NULL
+                    AND cardinality((SELECT kinds FROM paused)) = 0)
          ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
          LIMIT f.cap)) AS c
 ), ordered AS MATERIALIZED (

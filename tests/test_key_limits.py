@@ -291,3 +291,21 @@ def test_a_pause_over_every_key_or_a_kind_s_keys_leaves_what_it_does_not_cover(
     assert [states[i] for i in free] == ["COMPLETED"] * 10
     assert {states[i] for i in paused_by_star + paused_kind} == {"PENDING"}
     assert json.loads(done.stdout)["stop_reason"] == "drained"
+
+
+def test_a_rate_s_claims_out_of_their_window_are_pruned(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # A claim forgets the old claims of the keys it counts; a key never
+    # claimed again kept its rows for ever (2,000 more per 2,000 new keys).
+    assert run_awc(awc_env, "limits", "set", "key:*", "--rate", "5", "--per", "60").returncode == 0
+    assert run_awc(awc_env, "limits", "set", "kind:k", "--max-running", "3").returncode == 0
+    conn.execute("INSERT INTO awc.limit_claims (scope, name, key, at) "
+                 "SELECT 'key', '*', 'tenant-' || n, now() - interval '2 minutes' "
+                 "FROM generate_series(1, 3000) AS n")
+    conn.execute("INSERT INTO awc.limit_claims (scope, name, key, at) VALUES "
+                 "('key', '*', 'fresh', now()), ('kind', 'k', NULL, now() - interval '1 day')")
+    done = run_awc(awc_env, "prune")
+    assert done.returncode == 0, done.stderr
+    left = conn.execute("SELECT scope, key FROM awc.limit_claims").fetchall()
+    assert left == [("key", "fresh")]  # in its window; kind:k has no rate: nothing counts

@@ -159,10 +159,12 @@ def prune(
                 finished = True
                 break
         # Dead letters by their own retention (§22), then the ledgers, each
-        # by its own setting, never by job pruning (§15, §16).
+        # by its own setting, never by job pruning (§15, §16), and the rate
+        # limits' claims by their limits' windows (§18, §23).
         for statement, after in (("prune_dead_letters", dead_after_secs),
                                  ("prune_schedule_fires", ledger_after_secs),
-                                 ("prune_ticks", ticks_after_secs)):
+                                 ("prune_ticks", ticks_after_secs),
+                                 ("prune_limit_claims", 0.0)):
             if not finished or after is None:
                 continue
             finished = False

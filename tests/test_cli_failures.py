@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.support import ROOT, awc_command, run_awc, wait_for
+from tests.support import ROOT, awc_command, run_awc, spawn, wait_for
 from tick.producer import enqueue
 
 SECRET = "Zq9Vx7Kw"  # a password fragment that must never be printed
@@ -219,6 +219,38 @@ def test_a_metrics_port_in_use_stops_the_loop_at_startup(awc_env: dict[str, str]
     assert "Traceback" not in done.stderr
     for line in lines[:-1]:
         json.loads(line)
+
+
+def test_the_loop_serves_its_endpoints_on_an_ipv6_address(awc_env: dict[str, str]) -> None:
+    # The server bound IPv4 only: `::1` was refused as an AWC_METRICS_PORT
+    # problem, and an IPv6-only cluster's probes could not reach the loop.
+    import urllib.request
+
+    with socket.socket(socket.AF_INET6) as free:
+        free.bind(("::1", 0))
+        port = free.getsockname()[1]
+    loop = spawn({**awc_env, "AWC_METRICS_ADDRESS": "::1", "AWC_METRICS_PORT": str(port)},
+                 "loop")
+    try:
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://[::1]:{port}/healthz", timeout=2) as answer:
+                    return bool(answer.status == 200)
+            except OSError:
+                return False
+
+        assert wait_for(healthy, timeout=30, what="/healthz on [::1]")
+    finally:
+        loop.terminate()
+        loop.communicate(timeout=30)
+
+
+def test_a_metrics_address_that_does_not_resolve_is_named(awc_env: dict[str, str]) -> None:
+    done = run_awc({**awc_env, "AWC_METRICS_ADDRESS": "no-such-host.invalid",
+                    "AWC_METRICS_PORT": "9"}, "loop", timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("awc: AWC_METRICS_ADDRESS: cannot listen on no-such-host.invalid:9")
 
 
 def test_json_logs_carry_library_records_as_json_events(

@@ -66,6 +66,9 @@ def test_cli_overrides_win(monkeypatch: pytest.MonkeyPatch) -> None:
         ("AWC_CAS_URL", "ftp://host/x", "unknown scheme 'ftp'"),
         ("AWC_LOG_FORMAT", "xml", "AWC_LOG_FORMAT"),
         ("DATABASE_URL", "mysql://root:hunter22@h/db", "DATABASE_URL"),
+        ("AWC_METRICS_ADDRESS", "not an address", "AWC_METRICS_ADDRESS"),
+        ("AWC_METRICS_ADDRESS", "host\udcffname", "AWC_METRICS_ADDRESS"),
+        ("AWC_METRICS_ADDRESS", "0.0.0.0:9090", "AWC_METRICS_ADDRESS"),
     ],
 )
 def test_bad_values_name_the_setting_not_the_value(
@@ -140,3 +143,14 @@ def test_the_python_api_refuses_a_lease_postgresql_cannot_add(conn: Any, lease: 
 
     with pytest.raises(ValueError, match="lease_secs"):
         tick(conn, lease_secs=lease)
+
+
+def test_an_empty_metrics_address_is_the_default_not_every_interface(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Exported but empty, it bound 0.0.0.0; empty means unset for every setting.
+    monkeypatch.setenv("AWC_METRICS_ADDRESS", "")
+    assert load_settings().metrics_address == "127.0.0.1"
+    for address in ("::", "::1", "0.0.0.0", "metrics.internal"):
+        monkeypatch.setenv("AWC_METRICS_ADDRESS", address)
+        assert load_settings().metrics_address == address

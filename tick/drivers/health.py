@@ -49,6 +49,10 @@ class BoundedServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  events: EventSink) -> None:
+        # An IPv6 address binds an IPv6 socket (`::` takes v4 too where the
+        # host maps it); anything else, IPv4 (the server's default).
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._events = events

@@ -139,7 +139,13 @@ def metrics_part(
     try:
         bound = [bind()]
     except OSError as error:
-        raise AwcError(f"AWC_METRICS_PORT: cannot listen on {address}:{port} "
+        import socket
+
+        # A name that does not resolve is the address's fault; the rest
+        # (in use, not allowed), the port's.
+        name_failed = isinstance(error, socket.gaierror)
+        setting = "AWC_METRICS_ADDRESS" if name_failed else "AWC_METRICS_PORT"
+        raise AwcError(f"{setting}: cannot listen on {address}:{port} "
                        f"({error.strerror or error})") from None
 
     def part(stop: threading.Event) -> None:

@@ -57,3 +57,28 @@ def test_the_metrics_show_the_busiest_keys_of_a_per_key_limit(
     metrics.sample_queue(conn)
     assert 'awc_limit_key_running_jobs{key="k0",name="*",scope="key"} 0.0' \
         in metrics.exposition().decode()
+
+
+def test_keys_once_busy_leave_the_metrics_and_new_busy_keys_are_named(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A key that left the busiest reads 0 for one sample, then its series
+    goes: kept at 0, every key once busy held one of the 127 label sets, and
+    later busy keys showed only as the overflow series."""
+    from tick.limits import Limit, set_limit
+    from tick.metrics import Metrics
+
+    conn.execute("TRUNCATE awc.jobs, awc.limits, awc.limit_claims CASCADE")  # the module's db
+    set_limit(conn, Limit("key", "*", max_running=9))
+    metrics = Metrics()
+    for wave in range(10):  # 20 new busy keys a wave: 200 in all
+        conn.execute("DELETE FROM awc.jobs")
+        conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, "
+                     "locked_until) SELECT 'noop', %s || g, 'RUNNING', 1, "
+                     "gen_random_uuid(), now() + interval '1 minute' "
+                     "FROM generate_series(0, 19) AS g", (f"w{wave}-",))
+        metrics.sample_queue(conn)
+    text = metrics.exposition().decode()
+    assert 'awc_limit_key_running_jobs{key="w9-0",name="*",scope="key"} 1.0' in text
+    assert 'key="w8-0"' in text and 'key="w7-0"' not in text  # 0 once, then gone
+    assert "overflow" not in text.split("awc_limit_key_running_jobs", 1)[1]

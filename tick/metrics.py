@@ -9,6 +9,7 @@ there: counters get one `inc(n)` per label set.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter as Tally
@@ -83,6 +84,22 @@ class CappedGauge(Capped):
             total = self._total if self._members else 0.0
         series.set(total)
 
+    def drop(self, values: tuple[str, ...]) -> None:
+        """Forget the label set `values`: its series goes (or its share of
+        the overflow), and its place under the cap is free for another."""
+        with self._lock:
+            if values in self._seen:
+                self._seen.discard(values)
+                with contextlib.suppress(KeyError):
+                    self._metric.remove(*values)
+                return
+            if values not in self._members:
+                return
+            self._total -= self._members.pop(values)
+            total = self._total if self._members else 0.0
+        series: Any = self._metric.labels(*tuple(OVERFLOW for _ in values))
+        series.set(total)
+
 
 class Metrics:
     """The SPEC §9 instruments in one registry, plus the queue gauges."""
@@ -139,6 +156,7 @@ class Metrics:
         self._sampled: set[str] = set()
         self._limits: set[tuple[str, str]] = set()
         self._keys: set[tuple[str, str, str]] = set()
+        self._zeroed: set[tuple[str, str, str]] = set()  # read 0 last sample; go next
 
     # The engine's Observer -----------------------------------------------------
 
@@ -203,7 +221,13 @@ class Metrics:
                 self.key_running.set((*key, str(busy["key"])), int(busy["running"]))
         for key in self._limits - limits:
             self.held_back.set(key, 0)
-        for gone in self._keys - keys:  # no longer among the busiest: reads 0
+        # No longer among the busiest: it reads 0 for one sample, then its
+        # series goes, and its place under the cap with it. Kept at 0, every
+        # key once busy kept a series, and past 127 no new busy key was named.
+        for gone in self._zeroed - keys:
+            self.key_running.drop(gone)
+        self._zeroed = self._keys - keys
+        for gone in self._zeroed:
             self.key_running.set(gone, 0)
         self._limits = limits
         self._keys = keys

@@ -749,3 +749,18 @@ def test_a_job_page_shows_its_parents_and_children_with_their_states(
         assert f'href="/jobs/{parent}"' in page
     assert "Children" in page and f'href="/jobs/{ids[4]}"' in page
     assert "Parents" not in client.get(f"/jobs/{ids[0]}").text
+
+
+def test_a_job_page_shows_its_key_isolated_and_its_own_timeout(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    # SPEC §19, §23: every column, the key too (it was missing); a key is a
+    # tenant's text, so a right-to-left override in it stays in its cell.
+    from tick.producer import enqueue
+
+    keyed = enqueue(conn, "k", key="\u202eacme", timeout_secs=90)
+    plain = enqueue(conn, "k")
+    client = signed_in(console)
+    page = client.get(f"/jobs/{keyed}").text
+    assert "<th>Key</th><td><bdi>\u202eacme</bdi></td>" in page
+    assert re.search(r"<th>Timeout</th><td>90(\.0)? s a run</td>", page), page
+    assert '<th>Key</th><td><span class="muted">—</span>' in client.get(f"/jobs/{plain}").text

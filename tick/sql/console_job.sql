@@ -4,7 +4,7 @@
 -- history (SPEC §22) comes newest first, its 20 newest entries at most, each
 -- field cut (an entry awc wrote is smaller; a row written by hand may not be).
 SELECT id, kind, state, queue, priority, attempts, max_attempts, run_at, locked_by,
-       locked_until, dedupe_key, created_at, updated_at, started_at, finished_at, progress,
+       locked_until, dedupe_key, key, timeout_secs, created_at, updated_at, started_at, finished_at, progress,
        continues, left(last_error, %(chars)s), left(payload::text, %(chars)s),
        left(result::text, %(chars)s), left(checkpoint::text, %(chars)s),
        (SELECT coalesce(jsonb_agg(jsonb_build_object(

@@ -163,7 +163,8 @@ def _listed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 JOB_COLUMNS = ("id", "kind", "state", "queue", "priority", "attempts", "max_attempts",
-               "run_at", "locked_by", "locked_until", "dedupe_key", "created_at",
+               "run_at", "locked_by", "locked_until", "dedupe_key", "key", "timeout_secs",
+               "created_at",
                "updated_at", "started_at", "finished_at", "progress", "continues",
                "last_error", "payload", "result", "checkpoint", "errors")
 

@@ -309,3 +309,16 @@ def test_a_rate_s_claims_out_of_their_window_are_pruned(
     assert done.returncode == 0, done.stderr
     left = conn.execute("SELECT scope, key FROM awc.limit_claims").fetchall()
     assert left == [("key", "fresh")]  # in its window; kind:k has no rate: nothing counts
+
+
+def test_the_busiest_keys_list_quotes_a_key_that_could_pass_for_others(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    # Joined by spaces as key=running, "a=9 b" read as two entries and
+    # "x\ny" as "x y"; such keys are quoted now, and still escaped.
+    assert run_awc(awc_env, "limits", "set", "key:*", "--max-running", "5").returncode == 0
+    conn.execute("INSERT INTO awc.jobs (kind, key, state, attempts, claim_token, locked_until) "
+                 "SELECT 'k', k, 'RUNNING', 1, gen_random_uuid(), now() + interval '1 minute' "
+                 "FROM unnest(ARRAY['a=9 b', E'x\\ny', E'\\u202ez']) AS k")
+    text = run_awc(awc_env, "limits", "list").stdout
+    assert '"a=9 b"=1' in text and '"x\\ny"=1' in text and " \\u202ez=1" in text, text

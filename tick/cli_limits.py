@@ -40,6 +40,16 @@ def limits_set(target: str, max_running: int | None, rate: int | None,
     click.echo(f"limit on {scope} {name!r} set")
 
 
+def _shown_key(key: str) -> str:
+    """A key as `awc limits list` writes it among others: as it is when
+    plain, else quoted as a JSON string, so a key holding a space, an `=`
+    or a newline can neither pass for two entries nor for another key."""
+    import json
+    import re
+
+    return key if re.fullmatch(r'[^\s="\\]+', key) else json.dumps(key, ensure_ascii=False)
+
+
 @limits_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def limits_list(as_json: bool) -> None:
@@ -52,7 +62,7 @@ def limits_list(as_json: bool) -> None:
         echo_json(rows)
     else:
         for row in rows:  # a per-key limit's busiest keys, as key=running
-            row["busiest"] = " ".join(f"{b['key']}={b['running']}"
+            row["busiest"] = " ".join(f"{_shown_key(b['key'])}={b['running']}"
                                       for b in row["busiest"] or ()) or None
         click.echo(table(rows, LIST_COLUMNS))
 

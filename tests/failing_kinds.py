@@ -68,6 +68,18 @@ def hostile(ctx: JobContext, payload: dict[str, Any]) -> None:
     raise RuntimeError("bad\x00byte and a lone \udcff surrogate")
 
 
+class Interrupting(Exception):
+    """An exception whose message raises what is not an Exception."""
+
+    def __str__(self) -> str:
+        raise KeyboardInterrupt
+
+
+@handler("interrupting")
+def interrupting(ctx: JobContext, payload: dict[str, Any]) -> None:
+    raise Interrupting
+
+
 def charge_card(secret: str) -> None:
     raise ConnectionError(f"the card service hung up after {len(secret)} bytes")
 

@@ -374,3 +374,18 @@ def test_a_source_file_that_is_not_a_regular_file_is_never_read(
         text = entry[-1]["traceback"]
         assert text.startswith(first) and f'File "{source}", line {line}, in run\n' in text, text
         assert "nap(" not in text and "raise RuntimeError" not in text, text
+
+
+def test_an_exception_whose_message_raises_keyboard_interrupt_is_still_a_retry(
+    conn: psycopg.Connection[Any], env: dict[str, str]
+) -> None:
+    # Reading its message raised KeyboardInterrupt, not an Exception: the run
+    # was a Fail named KeyboardInterrupt, with no traceback.
+    job_id = enqueue(conn, "interrupting", max_attempts=3)
+    done = tick(env, "--json")
+    assert json.loads(done.stdout)["retried"] == 1, done.stdout + done.stderr
+    job = job_row(conn, job_id)
+    assert job["state"] == "PENDING"
+    assert job["last_error"] == "Interrupting: (the exception's message could not be read)"
+    (entry,) = job["errors"]
+    assert frame(failing_kinds.interrupting, "raise Interrupting") in entry["traceback"]

@@ -99,7 +99,7 @@ def _source(filename: str, lineno: int | None) -> str:
 def _message(error: BaseException) -> str:
     try:
         text = str(error)
-    except Exception:  # a hostile __str__ must not take the slot down
+    except BaseException:  # a hostile __str__, even one raising SystemExit (outcomes.py)
         text = "(the exception's message could not be read)"
     name = type(error).__name__[:100]
     return f"{name}: {text[:MESSAGE_LIMIT]}\n" if text else f"{name}\n"

@@ -98,7 +98,11 @@ def exception_text(error: BaseException) -> str:
     """`last_error` for an exception a handler raised."""
     try:
         message = str(error)
-    except Exception:  # a hostile __str__ must not take the slot down
+    # A hostile __str__ must not take the slot down, nor decide the outcome:
+    # one that raises KeyboardInterrupt or SystemExit made the run a Fail
+    # named after that (awc's signals are handled, never raised: this is
+    # the message's, not an interrupt).
+    except BaseException:
         message = "(the exception's message could not be read)"
     return error_text(type(error).__name__, message)
 
@@ -109,7 +113,13 @@ def outcome_error(outcome: Retry | Fail) -> str:
     error = outcome.error
     if isinstance(error, BaseException):
         return exception_text(error)
-    return error_text(type(outcome).__name__, error if isinstance(error, str) else repr(error))
+    if isinstance(error, str):
+        return error_text(type(outcome).__name__, error)
+    try:
+        shown = repr(error)
+    except BaseException:  # as exception_text: a hostile __repr__
+        shown = "(the error could not be read)"
+    return error_text(type(outcome).__name__, shown)
 
 
 DEADLINE_ERROR = error_text("DeadlineExceeded", "deadline exceeded")

@@ -389,3 +389,20 @@ def test_an_exception_whose_message_raises_keyboard_interrupt_is_still_a_retry(
     assert job["last_error"] == "Interrupting: (the exception's message could not be read)"
     (entry,) = job["errors"]
     assert frame(failing_kinds.interrupting, "raise Interrupting") in entry["traceback"]
+
+
+@pytest.mark.parametrize("source", [
+    "raise RuntimeError('x' * 300_000)\n",
+    "class Loud(Exception):\n    def __str__(self):\n        raise SystemExit(3)\n\n\nraise Loud\n",
+], ids=["300-kb-message", "message-raises-systemexit"])
+def test_a_handler_module_s_import_error_is_one_short_line(
+    env: dict[str, str], tmp_path: Path, source: str
+) -> None:
+    # The message is the module's to write: 300 KB made a 300 KB awc: line.
+    (tmp_path / "loud_handlers.py").write_text(source)
+    done = run_awc({**env, "AWC_HANDLER_MODULES": "loud_handlers",
+                    "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}, "tick")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("awc: AWC_HANDLER_MODULES: cannot import 'loud_handlers': ")
+    assert len(line) < 1000 and "Traceback" not in done.stderr, line[:300]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tick.engine.outcomes import ERROR_LIMIT
 from tick.errors import HandlerImportError
 from tick.timeouts import timeout_refusal
 
@@ -107,8 +108,15 @@ def import_handler_modules(names: Iterable[str]) -> None:
 
             where = import_location(error)
             # A SyntaxError's own text names the file without its directory.
-            text = error.msg if isinstance(error, SyntaxError) and where else str(error)
+            # The message is the module's to write: cut as last_error is (a
+            # module raising 300 KB made a 300 KB line), and read even if
+            # reading it raises.
+            try:
+                text = error.msg if isinstance(error, SyntaxError) and where else str(error)
+            except BaseException:
+                text = "(the exception's message could not be read)"
             raise HandlerImportError(
-                f"AWC_HANDLER_MODULES: cannot import {name!r}: {type(error).__name__}: {text}"
+                f"AWC_HANDLER_MODULES: cannot import {name[:200]!r}: "
+                f"{type(error).__name__[:100]}: {str(text)[:ERROR_LIMIT]}"
                 + (f" ({where})" if where else "")
             ) from None

@@ -189,7 +189,10 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> di
         "prepare_threshold": 5 if prepare else None,
         "connect_timeout": CONNECT_TIMEOUT_SECS,
         "application_name": name,
-        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        # No JIT: awc's statements are bounded reads and writes; PostgreSQL
+        # compiled a Limits page whose estimates were high for a second to
+        # run it in 3 ms (the engine's transactions pin it off as well).
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off",
     }
 
 

@@ -34,11 +34,29 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
                       ORDER BY j.queue, -j.priority::int, j.run_at, j.id  -- jobs_ready_queue_idx's
                       LIMIT %(cap)s) AS ready)
             WHEN l.scope = 'key' AND l.name <> '*'
-            THEN (SELECT count(*) FROM (
-                      SELECT 1 FROM ONLY awc.jobs AS j
-                      WHERE j.state = 'PENDING' AND j.waiting = 0 AND coalesce(j.key, '') = l.name
-                        AND j.run_at <= now()
-                      LIMIT %(cap)s) AS ready)
+            -- The key's range of jobs_ready_key_idx at each priority with
+            -- ready jobs (a probe from one priority to the next): the
+            -- index leads with the priority, and a filter on the key alone
+            -- read every ready job, a limit at a time.
+            THEN (WITH RECURSIVE ps AS (
+                      (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0
+                       ORDER BY -j.priority::int LIMIT 1)
+                      UNION ALL
+                      SELECT (SELECT -j.priority::int FROM ONLY awc.jobs AS j
+                              WHERE j.state = 'PENDING' AND j.waiting = 0
+                                AND -j.priority::int > ps.p
+                              ORDER BY -j.priority::int LIMIT 1)
+                      FROM ps WHERE ps.p IS NOT NULL)
+                  SELECT least(coalesce(sum(c.n), 0), %(cap)s)::bigint
+                  FROM ps, LATERAL (
+                      SELECT count(*) AS n FROM (
+                          SELECT 1 FROM ONLY awc.jobs AS j
+                          WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = ps.p
+                            AND coalesce(j.key, '') = l.name AND j.run_at <= now()
+                          ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+                          LIMIT %(cap)s) AS ready) AS c
+                  WHERE ps.p IS NOT NULL)
             ELSE 0
             END AS held_back,
        k.busiest

@@ -34,6 +34,10 @@ TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     (TP, True),
     ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-later", True),  # a later version
     (TP + "-x", False),  # version 00 has no more fields
+    # a later version's fields are the header's alphabet: no control, no space
+    ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-\x1b]0;x\x07", False),
+    ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-a\nb", False),
+    ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-a b", False),
     ("ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", False),
     ("00-00000000000000000000000000000000-b7ad6b7169203331-01", False),
     ("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", False),

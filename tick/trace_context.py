@@ -18,9 +18,11 @@ import sys
 from typing import Any
 
 # W3C Trace Context, level 1: version-traceid-parentid-flags, lowercase hex.
-# A later version may append fields after a dash; version ff is invalid.
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?",
-                          re.ASCII | re.DOTALL)
+# A later version may append fields after a dash, in the header's own
+# alphabet (printable ASCII, no space: never a control character, which a
+# terminal or a log line would act on); version ff is invalid.
+_TRACEPARENT = re.compile(
+    r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7e]*)?", re.ASCII)
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 # A tracestate list-member: key=value (W3C §3.3.1), the key simple or

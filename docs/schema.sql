@@ -780,6 +780,19 @@ CREATE INDEX limit_claims_window_idx ON awc.limit_claims (scope, name, at);
 CREATE INDEX limit_claims_key_idx ON awc.limit_claims (scope, name, key, at)
     WHERE key IS NOT NULL;
 
+-- SPEC §23: whether a per-key pause holds a job (migration 0029).
+CREATE FUNCTION awc.key_paused(job_key text, job_kind text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT job_key IS NOT NULL AND (
+        coalesce((SELECT l.max_running IS NOT DISTINCT FROM 0 FROM awc.limits AS l
+                  WHERE l.scope = 'key' AND l.name = job_key),
+                 EXISTS (SELECT 1 FROM awc.limits AS l
+                         WHERE l.scope = 'key' AND l.name = '*' AND l.max_running = 0))
+        OR EXISTS (SELECT 1 FROM awc.limits AS l
+                   WHERE l.scope = 'kind_key' AND l.name = job_kind AND l.max_running = 0))
+$$;
+
 -- SPEC §25: queue depth for autoscalers (migration 0008).
 CREATE FUNCTION awc.ready_jobs(queue text DEFAULT NULL, cap integer DEFAULT 100000)
     RETURNS bigint

@@ -322,3 +322,23 @@ def test_the_busiest_keys_list_quotes_a_key_that_could_pass_for_others(
                  "FROM unnest(ARRAY['a=9 b', E'x\\ny', E'\\u202ez']) AS k")
     text = run_awc(awc_env, "limits", "list").stdout
     assert '"a=9 b"=1' in text and '"x\\ny"=1' in text and " \\u202ez=1" in text, text
+
+
+def test_a_pause_over_every_key_leaves_the_rest_of_a_lane_under_a_kind_limit(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # With a kind limit that may bind, the lane claim reads each lane's
+    # first jobs up to its cap: paused keyed jobs took every place, and the
+    # jobs without a key behind them in the lane were never claimed.
+    assert run_awc(awc_env, "limits", "set", "key:*", "--max-running", "0").returncode == 0
+    assert run_awc(awc_env, "limits", "set", "kind:noop", "--max-running", "3").returncode == 0
+    paused = enqueue_many(conn, [{"kind": "noop", "key": f"t-{n}"} for n in range(10)])
+    free = enqueue_many(conn, [{"kind": "noop"}] * 5)
+    done = run_awc({**awc_env, "AWC_WORKER_CONCURRENCY": "4"}, "tick", "--json")
+    assert done.returncode == 0, done.stderr
+    states = dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall())
+    assert [states[i] for i in free] == ["COMPLETED"] * 5
+    assert {states[i] for i in paused} == {"PENDING"}
+    # The paused jobs are not held back by the kind's limit: the tick ends,
+    # it does not poll them until its deadline.
+    assert json.loads(done.stdout)["stop_reason"] == "drained"

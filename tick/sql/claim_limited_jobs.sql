@@ -122,6 +122,13 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
           AND j.priority = o.priority AND j.run_at <= now()
+          -- SPEC §23: a job a per-key pause holds (its key's own limit at 0,
+          -- key:* at 0 for a key without one, its kind's per-key limit at 0)
+          -- takes no place in the lane's cap, so the jobs behind it that the
+          -- pause does not cover are read (as in claim_keyed_jobs.sql): else
+          -- a lane whose oldest jobs were paused claimed nothing, for ever.
+          -- Probes of the limits per keyed job read, only with a per-key limit.
+          AND NOT ((SELECT keyed_limits FROM stamp) AND awc.key_paused(j.key, j.kind))
         ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
         LIMIT o.cap) AS c
     WHERE o.cap > 0
@@ -268,6 +275,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                    SELECT 1 FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = m.kind AND j.queue = m.queue
                      AND j.priority = m.priority AND j.run_at <= now()
+                     -- a job a per-key pause holds is not held back by the lane's limit
+                     AND NOT ((SELECT keyed_limits FROM stamp) AND awc.key_paused(j.key, j.kind))
                    LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
     ) OR EXISTS (  -- or a per-key limit (SPEC §23) kept a candidate out, not a paused key
         SELECT 1 FROM bound AS b

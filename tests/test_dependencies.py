@@ -206,6 +206,29 @@ def test_pruning_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connectio
     assert prune(conn, 3600, force=True) == 2  # once the child is final, both go
 
 
+def test_discard_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connection[Any]) -> None:
+    # SPEC §22: discard never deletes a parent a waiting child needs (its
+    # ctx.parents() lost the parent's result, and its edge dangled); by id
+    # it says why, in bulk the others go.
+    from tick.admin import discard
+    from tick.bulk import change
+    from tick.errors import JobStateError
+
+    needed, failed, lone = enqueue(conn, "ok"), enqueue(conn, "ok"), enqueue(conn, "ok")
+    child = enqueue(conn, "late", after=[needed, failed], on_parent_failure="run")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (needed,))
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = now() WHERE id = ANY(%s)",
+                 ([failed, lone],))
+    with pytest.raises(JobStateError, match="still needs"):
+        discard(conn, needed)
+    assert change(conn, "discard", [needed, failed, lone]) == 1  # the lone one only
+    assert states(conn, [needed, failed, child]) == ["COMPLETED", "FAILED", "PENDING"]
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE id = %s", (lone,)).fetchone() == (0,)
+    run_all(conn, registry_with(late=ok))
+    assert change(conn, "discard", [needed, failed]) == 2  # once the child is final
+
+
 def test_wait_wakes_on_the_final_notification(conn: psycopg.Connection[Any],
                                               db_url: str) -> None:
     from tick.db import connect

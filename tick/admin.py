@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.errors import JobNotFound, JobStateError
 from tick.statements import sql
-from tick.words import DEAD_STATES
+from tick.words import DEAD_STATES, FINISHED_STATES
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,5 +160,8 @@ def discard(conn: psycopg.Connection[Any], job_id: int) -> None:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobNotFound(f"job {job_id} does not exist")
+        if state in FINISHED_STATES:  # kept by discard_jobs' guard (SPEC §20)
+            raise JobStateError(f"job {job_id} is a parent a job not yet final still needs; "
+                                f"discard it once its children are final (awc jobs show {job_id})")
         raise JobStateError(f"job {job_id} is {state}; only FAILED, CANCELLED or "
                             "COMPLETED jobs can be discarded")

@@ -132,3 +132,55 @@ def test_a_non_editable_install_can_migrate(tmp_path: Path, empty_db_url: str) -
     where = subprocess.run([sys.executable, "-c", "import tick.migrate as m; print(m.__file__)"],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert where.stdout.startswith(str(target))
+
+
+@pytest.mark.parametrize(("ledger", "said"), [
+    ("DELETE FROM awc.schema_migrations WHERE version = 25",
+     "lacks migration 0025_dependency_functions_plan_their_own, older than the newest"),
+    ("INSERT INTO awc.schema_migrations VALUES (-1, 'odd', 'x', now())",
+     "records migration -001, which no awc ships"),
+], ids=["a-gap", "an-unknown-version"])
+def test_a_ledger_with_a_gap_or_an_unknown_version_is_refused(
+    conn: psycopg.Connection[Any], ledger: str, said: str
+) -> None:
+    # With 0025's row gone, awc migrate applied 0025 again over 0026's
+    # functions (putting back what 0026 replaced) and said "up to date" after.
+    conn.execute(ledger)
+    before = conn.execute("SELECT md5(string_agg(prosrc, '' ORDER BY proname)) FROM pg_proc "
+                          "WHERE pronamespace = 'awc'::regnamespace").fetchone()
+    with pytest.raises(MigrationError, match=said):
+        migrate(conn)
+    after = conn.execute("SELECT md5(string_agg(prosrc, '' ORDER BY proname)) FROM pg_proc "
+                         "WHERE pronamespace = 'awc'::regnamespace").fetchone()
+    assert after == before
+
+
+def test_a_migration_waits_past_awc_s_and_the_role_s_timeouts(db_url: str) -> None:
+    # Another process's migration holds the lock; a role's lock_timeout of
+    # 1 ms failed the wait (LockNotAvailable), and awc's statement timeout
+    # would cut a migration longer than it on a large table.
+    import threading
+
+    from tick.migrate import MIGRATION_LOCK_KEY
+
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {admin.info.dbname} SET lock_timeout = '1ms'")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(db_url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        with connect(db_url) as conn:
+            conn.execute("SET statement_timeout = 300")  # awc's 60 s, at a test's scale
+            threading.Timer(1.0, release.set).start()
+            assert migrate(conn).applied == ()
+    finally:
+        release.set()
+        holder.join(10)

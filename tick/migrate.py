@@ -84,11 +84,27 @@ def _applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
 
 def _verify(applied: dict[int, str], known: list[Migration]) -> None:
     by_version = {m.version: m for m in known}
-    newer = sorted(v for v in applied if v not in by_version)
-    if newer:
+    unknown = sorted(v for v in applied if v not in by_version)
+    if unknown and unknown[-1] > known[-1].version:
         raise MigrationError(
-            f"the database schema is newer than this awc (it has migration {newer[-1]:04d}, "
+            f"the database schema is newer than this awc (it has migration {unknown[-1]:04d}, "
             f"this awc ships up to {known[-1].version:04d}); upgrade awc"
+        )
+    if unknown:  # below what this awc ships, and not one of its migrations
+        raise MigrationError(
+            f"awc.schema_migrations records migration {unknown[0]:04d}, which no awc "
+            "ships; refusing to run"
+        )
+    # A migration older than the newest applied one but not recorded: applying
+    # it now would run it over the schema the later ones made (0025 put
+    # functions 0026 had replaced back, and every later run said "up to date").
+    newest = max(applied, default=0)
+    missing = [m for m in known if m.version < newest and m.version not in applied]
+    if missing:
+        raise MigrationError(
+            f"awc.schema_migrations lacks migration {missing[0].version:04d}_{missing[0].name}, "
+            f"older than the newest applied ({newest:04d}); refusing to apply it over the "
+            "later ones: restore its row if it was applied"
         )
     for version, checksum in sorted(applied.items()):
         if by_version[version].checksum != checksum:
@@ -122,10 +138,16 @@ def migrate(
     `conn` is an autocommit connection; the whole run is one transaction, so a
     migration that fails leaves nothing half-applied.
     """
-    from tick.watchdog import migrating
+    from tick.watchdog import MIGRATION_LIMIT_SECS, migrating
 
     known = shipped()
     with conn.transaction():
+        # A migration may run long on a large table, and waits here for
+        # another process's: neither awc's statement timeout nor a role's
+        # lock timeout may cut it (the watchdog bounds each exchange).
+        conn.execute("SELECT set_config('statement_timeout', %s, true), "
+                     "set_config('lock_timeout', %s, true)",
+                     (f"{int(MIGRATION_LIMIT_SECS)}s", f"{int(MIGRATION_LIMIT_SECS)}s"))
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         applied = _applied(conn)
         _verify(applied, known)

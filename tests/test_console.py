@@ -764,3 +764,17 @@ def test_a_job_page_shows_its_key_isolated_and_its_own_timeout(
     assert "<th>Key</th><td><bdi>\u202eacme</bdi></td>" in page
     assert re.search(r"<th>Timeout</th><td>90(\.0)? s a run</td>", page), page
     assert '<th>Key</th><td><span class="muted">—</span>' in client.get(f"/jobs/{plain}").text
+
+
+def test_a_job_page_says_what_holds_a_job_whose_count_and_parents_disagree(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    # A parent deleted by hand: the page said "1 parent, all final" of a
+    # job the claim never takes.
+    from tick.producer import enqueue
+
+    parent = enqueue(conn, "k")
+    child = enqueue(conn, "k", after=[parent])
+    conn.execute("DELETE FROM awc.jobs WHERE id = %s", (parent,))
+    page = signed_in(console).get(f"/jobs/{child}").text
+    assert 'id="held"' in page and "Its own count says it waits for 1 parent," in page
+    assert "1 of its parents no longer exist" in page

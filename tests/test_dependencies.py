@@ -229,6 +229,26 @@ def test_discard_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connectio
     assert change(conn, "discard", [needed, failed]) == 2  # once the child is final
 
 
+def test_show_says_what_holds_a_job_whose_parent_was_deleted_by_hand(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # A parent deleted by hand leaves the child's count at 1: the claim never
+    # takes it, and `awc jobs show` said it waited for 0 of 1 parents.
+    from tick.admin import cancel, retry, show_job
+
+    parent = enqueue(conn, "ok")
+    child = enqueue(conn, "late", after=[parent])
+    conn.execute("DELETE FROM awc.jobs WHERE id = %s", (parent,))
+    family = show_job(conn, child)["dependencies"]
+    assert (family["waiting_for"], family["counted_waiting"], family["missing_parents"]) == (
+        0, 1, 1)
+    cancel(conn, child)
+    retry(conn, child)  # counts its parents again: none is left to wait for
+    assert "counted_waiting" not in show_job(conn, child)["dependencies"]
+    run_all(conn, registry_with(late=ok))
+    assert states(conn, [child]) == ["COMPLETED"]
+
+
 def test_wait_wakes_on_the_final_notification(conn: psycopg.Connection[Any],
                                               db_url: str) -> None:
     from tick.db import connect

@@ -94,14 +94,22 @@ def job_family(conn: psycopg.Connection[Any], job_id: int,
     row = conn.execute(sql("job_family"),
                        {"id": job_id, "shown": shown, "cap": FAMILY_CAP}).fetchone()
     assert row is not None  # one row, always
-    parents, unfinished, parents_shown, children, children_shown, policy = row
+    parents, unfinished, parents_shown, children, children_shown, policy, counted, missing = row
 
     def listed(text: str) -> list[dict[str, Any]]:
         return [{"id": i, "kind": k, "state": s} for i, k, s in json.loads(text)]
 
-    return {"parents": int(parents), "waiting_for": int(unfinished),
-            "on_parent_failure": policy, "parents_shown": listed(parents_shown),
-            "children": int(children), "children_shown": listed(children_shown)}
+    family = {"parents": int(parents), "waiting_for": int(unfinished),
+              "on_parent_failure": policy, "parents_shown": listed(parents_shown),
+              "children": int(children), "children_shown": listed(children_shown)}
+    # A PENDING job's own count is what the claim reads: where it and its
+    # parents disagree (a count or a parent changed by hand), both are said,
+    # so a job held for ever does not read as "waiting for nothing".
+    if counted is not None and int(counted) != int(unfinished):
+        family["counted_waiting"] = int(counted)
+    if missing:
+        family["missing_parents"] = int(missing)
+    return family
 
 
 def _history(errors: Any) -> Any:

@@ -20,4 +20,11 @@ SELECT
            FROM awc.job_parents AS e JOIN awc.jobs AS c ON c.id = e.child_id
            WHERE e.parent_id = %(id)s ORDER BY e.child_id LIMIT %(shown)s) AS s)::text
         AS children_shown,
-    (SELECT on_parent_failure FROM awc.jobs WHERE id = %(id)s) AS on_parent_failure
+    (SELECT on_parent_failure FROM awc.jobs WHERE id = %(id)s) AS on_parent_failure,
+    -- What holds the job: its own count of parents not yet final (the claim
+    -- reads it), and its edges to jobs that no longer exist (deleted by
+    -- hand: a count they leave above 0 holds the job for ever).
+    (SELECT waiting FROM ONLY awc.jobs WHERE id = %(id)s AND state = 'PENDING') AS counted,
+    (SELECT count(*) FROM awc.job_parents AS e
+     WHERE e.child_id = %(id)s
+       AND NOT EXISTS (SELECT 1 FROM awc.jobs AS p WHERE p.id = e.parent_id)) AS missing

@@ -79,8 +79,9 @@ def limit(conn: psycopg.Connection[Any], action: str, scope: str, name: str) -> 
             return "paused"
         outcome = resume(conn, scope, name)
         if outcome is None:
+            # No limit at all, or one set to 0 with `awc limits`: not a pause's.
             raise AwcError(f"{scope} {name[:200]!r} is not paused by a pause "
-                           "(its limit is set to 0: change it with awc limits)")
+                           "(a limit set to 0 with awc limits is changed there)")
         _audit(conn, "resume_limit", f"{scope}:{name}", {"limit": outcome})
     return "resumed"
 

@@ -573,3 +573,18 @@ def test_maintenance_at_its_deadline_leaves_firing_and_pruning_to_the_next_pass(
                         "WHERE step = 'prune'").fetchone() == (True,)
     done = run_maintenance(conn, 86400, deadline=time.monotonic() + 30)
     assert done.fired == 1 and done.pruned == 1
+
+
+def test_the_schedule_commands_print_a_name_a_terminal_would_act_on_escaped(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # add, pause, resume and remove echoed the name raw: an OSC sequence in
+    # it set the terminal's title (the tables and sync escaped it already).
+    name = "night\x1b]0;pwned\x07"
+    done = run_awc(awc_env, "schedules", "add", name, "--cron", "@daily", "--kind", "k")
+    assert done.returncode == 0, done.stderr
+    for verb in ("pause", "resume", "remove"):
+        acted = run_awc(awc_env, "schedules", verb, name)
+        assert acted.returncode == 0, acted.stderr
+        assert "\x1b" not in acted.stdout and "\\u001b" in acted.stdout, acted.stdout
+    assert "\x1b" not in done.stdout and "\\u001b" in done.stdout

@@ -89,7 +89,7 @@ def schedules_add(name: str, cron: str, kind: str, payload: str, timezone: str, 
     schedule = Schedule(name, cron, kind, body, timezone, queue, priority, max_attempts,
                         missed, catchup_secs, overlap).checked()
     with operator_connection(load_settings()) as conn:
-        click.echo(f"schedule {name} {add(conn, schedule)}")
+        click.echo(f"schedule {_shown(name)} {add(conn, schedule)}")
 
 
 _ACTS = {"remove": ("removed", "Remove schedule NAME (its ledger stays until pruned)."),
@@ -107,7 +107,7 @@ def _acting(verb: str) -> Any:
 
         with operator_connection(load_settings()) as conn:
             getattr(schedules, verb)(conn, name)
-        click.echo(f"schedule {name} {done}")
+        click.echo(f"schedule {_shown(name)} {done}")
 
     return command
 

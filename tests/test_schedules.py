@@ -222,7 +222,9 @@ def test_a_stored_schedule_awc_cannot_fire_is_named_by_the_commands_and_can_be_p
     one line); `pause` still works; a tick parks it and fires the others."""
     conn.execute("INSERT INTO awc.schedules (name, cron, timezone, kind, paused, next_fire_at) "
                  "VALUES ('host', '0 * * * *', 'localtime', 'report', true, now()), "
-                 "('never', '0 0 */31 * MON#5', 'UTC', 'report', false, now())")
+                 "('never', '0 0 */31 * MON#5', 'UTC', 'report', false, now()), "
+                 # six fields: cronsim reads seconds, and it fired every second
+                 "('seconds', '* * * * * *', 'UTC', 'report', false, now())")
     for name, field in (("host", "timezone"), ("never", "cron")):
         for verb in ("next", "resume"):
             done = run_awc(awc_env, "schedules", verb, name)
@@ -237,7 +239,7 @@ def test_a_stored_schedule_awc_cannot_fire_is_named_by_the_commands_and_can_be_p
     backdate(conn, "good", 2)
     assert tick(conn, registry=registry(), max_secs=30).fired == 1
     assert conn.execute("SELECT name FROM awc.schedules WHERE next_fire_at IS NULL ORDER BY name"
-                        ).fetchall() == [("host",), ("never",)]
+                        ).fetchall() == [("host",), ("never",), ("seconds",)]
 
 
 SCHEDULES_TOML = """

@@ -124,7 +124,10 @@ def fires(expression: str, timezone: str, after: datetime) -> Iterator[datetime]
     from cronsim import CronSim, CronSimError
 
     zone = check_zone(timezone)
-    cron = ALIASES.get(expression, expression)
+    # What `add` refuses is refused here too: a row written in plain SQL with
+    # 6 fields (cronsim reads the sixth as seconds: it fired every second) or
+    # a list of 100,000 entries is named, and parked, never fired.
+    cron = ALIASES.get(expression) or check_cron(expression)
     # The latest wall time any instant up to `after` showed: a repeated wall
     # time at or below it has fired already (or was due then).
     seen = _latest_wall(after, zone)

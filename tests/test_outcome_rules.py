@@ -101,3 +101,15 @@ def test_every_label_has_a_report_field_an_event_level_and_is_a_metric_label() -
 def test_a_continue_with_a_bad_delay_raises_in_the_handler(delay: Any) -> None:
     with pytest.raises(ValueError, match="delay_secs must be a number of seconds"):
         Continue(delay_secs=delay)
+
+
+def test_a_continue_state_larger_than_a_checkpoint_s_is_a_fail() -> None:
+    # ctx.checkpoint refuses more than a million characters of JSON; a
+    # Continue's state of 20 MB was saved, and read back by every claim.
+    from tick.engine.outcomes import CHECKPOINT_LIMIT, Continue, outcome_of
+
+    record, detail = outcome_of(Continue(state="x" * (CHECKPOINT_LIMIT + 1)))
+    assert record is Record.FAIL and detail is not None
+    assert detail.startswith("ValueError: Continue state is 1,000,003 characters of JSON")
+    record, detail = outcome_of(Continue(state="x" * (CHECKPOINT_LIMIT - 2)))
+    assert record is Record.CONTINUE and detail is not None and len(detail) == CHECKPOINT_LIMIT

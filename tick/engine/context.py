@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tick.engine.outcomes import CHECKPOINT_LIMIT
 from tick.text import json_value_text
 
 if TYPE_CHECKING:
@@ -20,9 +21,6 @@ if TYPE_CHECKING:
 
     from tick.waiting import ParentJob
 
-# The most characters of JSON one checkpoint may save: a checkpoint is
-# rewritten often, so its state is a cursor into the work, not the work.
-CHECKPOINT_LIMIT = 1_000_000
 
 # What a checkpoint asks the coordinator to save: (state JSON, progress).
 Saving = tuple[str, float | None]

@@ -18,6 +18,11 @@ from typing import Any
 from tick.text import json_value_text, printable
 from tick.words import Label, Record
 
+# The most characters of JSON one checkpoint, or a Continue's state, may
+# save (SPEC §17): a checkpoint is rewritten often, and each later claim
+# reads it back, so its state is a cursor into the work, not the work.
+CHECKPOINT_LIMIT = 1_000_000
+
 ERROR_LIMIT = 500
 
 
@@ -145,7 +150,14 @@ def _outcome_of(value: Any) -> tuple[Record, str | None]:
     if isinstance(value, Continue):
         if value.state is None:
             return (Record.CONTINUE, None)
-        return _stored(Record.CONTINUE, value.state, "Continue state")
+        record, detail = _stored(Record.CONTINUE, value.state, "Continue state")
+        if record is Record.CONTINUE and detail is not None and len(detail) > CHECKPOINT_LIMIT:
+            # As ctx.checkpoint refuses it: a 20 MB state was saved and read
+            # back by every later claim of the job.
+            return Record.FAIL, error_text(
+                "ValueError", f"Continue state is {len(detail):,} characters of JSON; at most "
+                f"{CHECKPOINT_LIMIT:,} may be saved")
+        return record, detail
     result = value.result if isinstance(value, Complete) else value
     if result is None:
         return (Record.COMPLETE, None)

@@ -150,6 +150,29 @@ def test_deadline_cuts_a_long_job_and_returns_on_time(conn: psycopg.Connection[A
     assert job["attempts"] == 1
 
 
+def test_a_job_cut_at_the_deadline_reports_how_long_it_ran(
+        conn: psycopg.Connection[Any]) -> None:
+    # Its job event (and the duration histogram, Lambda's JobDuration) said
+    # 0 s: only a slot whose handler returned set the duration.
+    from tick.engine.spec import NullObserver
+
+    class Seen(NullObserver):
+        def __init__(self) -> None:
+            self.durations: list[float] = []
+
+        def processed(self, events: list[Any]) -> None:
+            self.durations.extend(e.duration_s for e in events)
+
+    def slow(ctx: JobContext, p: Any) -> None:
+        time.sleep(30)  # ignores its context on purpose
+
+    enqueue(conn, "slow")
+    seen = Seen()
+    report = run_tick(conn, registry_with(slow=slow), max_secs=2, observer=seen)
+    assert report.retried == 1
+    assert len(seen.durations) == 1 and 1.0 < seen.durations[0] < 3.0, seen.durations
+
+
 def test_lease_is_never_claimed_past_the_tick_deadline(conn: psycopg.Connection[Any]) -> None:
     seen: list[float] = []
 

@@ -412,3 +412,42 @@ def test_an_event_with_many_bad_items_is_one_short_error(
     assert len(message) < 1000, len(message)
     assert "kinds.0:" in message and "and 99,998 more" in message
     assert job_row(conn, job)["state"] == "PENDING"
+
+
+@pytest.mark.parametrize("millis", [float("nan"), float("inf"), -5, 10**400, 10**15, "soon"])
+def test_a_context_s_remaining_time_no_lambda_gives_is_named(
+    lam: Any, conn: psycopg.Connection[Any], millis: Any
+) -> None:
+    # NaN made "cannot convert float NaN to integer", 10**400 an overflow
+    # naming nothing, 10**15 a history row due in year 33715.
+    class Odd(Context):
+        def get_remaining_time_in_millis(self) -> Any:
+            return millis
+
+    job = enqueue(conn, "ledger")
+    with pytest.raises(ValueError, match="the invocation context's remaining time"):
+        lam.handler({}, Odd(10))
+    assert job_row(conn, job)["state"] == "PENDING"
+
+
+@pytest.mark.parametrize(("event", "args", "code", "said"), [
+    ("[" * 100_000 + "]" * 100_000, [], 1, "awc: the event is nested too deeply to read"),
+    ("{}", ["--timeout", "nan"], 2, "--timeout: a Lambda function's timeout is 1 to 900"),
+    ("{}", ["--timeout", "0"], 2, "--timeout: a Lambda function's timeout is 1 to 900"),
+], ids=["deep-event", "nan-timeout", "zero-timeout"])
+def test_the_local_invoke_refuses_what_lambda_would_never_send_in_one_line(
+    awc_env: dict[str, str], event: str, args: list[str], code: int, said: str
+) -> None:
+    done = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke", "-", *args],
+                          input=event, env=awc_env, capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert said in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr
+
+
+def test_the_local_invoke_reads_at_most_a_lambda_event(awc_env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke", "/dev/zero"],
+                          env=awc_env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "awc: the event is larger than a Lambda event may be (6 MB)")

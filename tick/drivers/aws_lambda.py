@@ -162,12 +162,30 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         raise
 
 
+# The longest a Lambda function may run (its timeout's upper bound), seconds.
+LAMBDA_MAX_SECS = 900
+
+
+def _remaining_secs(context: Any) -> float:
+    """The invocation's remaining time from its context, in seconds; a
+    `ValueError` naming the context for what no Lambda gives (NaN, infinite,
+    negative, past 15 minutes), never an arithmetic error naming nothing."""
+    try:
+        secs = float(context.get_remaining_time_in_millis()) / 1000
+    except (TypeError, ValueError, OverflowError):
+        secs = float("nan")
+    if not 0 <= secs <= LAMBDA_MAX_SECS:
+        raise ValueError("the invocation context's remaining time is not a number of "
+                         "milliseconds from 0 to 900,000")
+    return secs
+
+
 def _invoke(event: Any, context: Any) -> dict[str, Any]:
     began = time.monotonic()
     parsed, correlation = parse_event(event)
     logger.set_correlation_id(correlation)
     settings = WARM.load()
-    remaining = context.get_remaining_time_in_millis() / 1000
+    remaining = _remaining_secs(context)
     deadline = began + remaining - settings.lambda_margin_secs
     observer = LambdaObserver()
     from tick.watchdog import DEADLINE_GRACE_SECS

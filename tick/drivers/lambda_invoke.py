@@ -38,16 +38,30 @@ class LocalContext:
         return max(0, int((self._end - time.monotonic()) * 1000))
 
 
+# Lambda's largest event (a synchronous invocation's payload), in characters.
+EVENT_LIMIT = 6 * 1024 * 1024
+
+
 def read_event(source: str) -> Any:
-    """The event from a file or standard input, as JSON."""
+    """The event from a file or standard input, as JSON: at most Lambda's
+    largest payload is read (a path such as /dev/zero never ends)."""
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as error:
-        raise AwcError(f"cannot read the event: {error.strerror or error}") from None
+        if source == "-":
+            text = sys.stdin.read(EVENT_LIMIT + 1)
+        else:
+            with Path(source).open(encoding="utf-8") as file:
+                text = file.read(EVENT_LIMIT + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        raise AwcError(f"cannot read the event: {getattr(error, 'strerror', None) or error}"
+                       ) from None
+    if len(text) > EVENT_LIMIT:
+        raise AwcError("the event is larger than a Lambda event may be (6 MB)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise AwcError(f"the event is not JSON ({error.msg}, line {error.lineno})") from None
+    except RecursionError:
+        raise AwcError("the event is nested too deeply to read") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=55.0,
                         help="the function's timeout in seconds (default 55)")
     args = parser.parse_args(argv)
+    if not 1 <= args.timeout <= 900:  # NaN too: a usage error, exit 2 (SPEC §3)
+        parser.error("--timeout: a Lambda function's timeout is 1 to 900 seconds")
     try:
-        if not 1 <= args.timeout <= 900:
-            raise AwcError("--timeout: a Lambda function's timeout is 1 to 900 seconds")
         event = read_event(args.event)
         try:
             from tick.drivers.aws_lambda import handler

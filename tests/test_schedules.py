@@ -590,3 +590,44 @@ def test_the_schedule_commands_print_a_name_a_terminal_would_act_on_escaped(
         assert acted.returncode == 0, acted.stderr
         assert "\x1b" not in acted.stdout and "\\u001b" in acted.stdout, acted.stdout
     assert "\x1b" not in done.stdout and "\\u001b" in done.stdout
+
+
+def test_a_host_without_time_zone_data_leaves_schedules_due_not_parked(
+    conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One worker whose tzdata could not be read parked every schedule due
+    # in its tick, for good, on every host. Now this host leaves them due
+    # and says so, once a schedule a pass.
+    import tick.schedules.times as times
+    from tick.schedules.firing import fire_due
+
+    add(conn, every_minute("a"))
+    add(conn, every_minute("b"))
+    backdate(conn, "a", 2)
+    backdate(conn, "b", 2)
+
+    def no_tzdata() -> frozenset[str]:
+        raise times.HostFault("timezone", "cannot be checked: the tzdata package is not there")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(times, "iana_names", no_tzdata)
+        done = fire_due(conn)
+    assert (done.enqueued, done.parked) == (0, [])
+    assert sorted(name for name, _ in done.unplanned) == ["a", "b"]
+    assert conn.execute("SELECT count(*) FROM awc.schedules WHERE next_fire_at IS NULL"
+                        ).fetchone() == (0,)
+    assert fire_due(conn).enqueued == 2  # a host that can plan them fires them
+
+
+def test_resume_starts_a_parked_schedule_again_from_now(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # A tick parks a schedule it cannot plan (no next fire); resume said
+    # "resumed" and left it parked.
+    add(conn, every_minute("parked"))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = NULL WHERE name = 'parked'")
+    done = run_awc(awc_env, "schedules", "resume", "parked")
+    assert done.returncode == 0, done.stderr
+    row = conn.execute("SELECT next_fire_at > now() FROM awc.schedules WHERE name = 'parked'"
+                       ).fetchone()
+    assert row == (True,)

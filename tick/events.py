@@ -212,3 +212,5 @@ def report_fires(sink: EventSink, done: FireReport) -> None:
                  status=status, job_id=job_id)
     for schedule, why in done.parked:
         sink.log("error", "schedule_unusable", schedule=schedule, error=why)
+    for schedule, why in done.unplanned:  # left due for a host that can plan it
+        sink.log("error", "schedule_not_planned_here", schedule=schedule, error=why)

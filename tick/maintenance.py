@@ -51,6 +51,8 @@ class MaintenanceResult:
     fires: tuple[ScheduleFire, ...] = ()
     lags: tuple[tuple[str, float], ...] = ()  # schedule -> how late its last fire was
     parked: tuple[tuple[str, str], ...] = ()  # schedules that could not be planned, and why
+    # schedules this host could not plan (its time zone data), left due
+    unplanned: tuple[tuple[str, str], ...] = ()
     tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
     # SPEC §24: the cursor the last run left (claim_seed.sql's row), if any
     seed: tuple[Any, ...] | None = None
@@ -221,4 +223,5 @@ def run_maintenance(
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
                              lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
+                             unplanned=tuple(fired.unplanned),
                              tick_id=tick_id, seed=seed, key_seed=key_seed)

@@ -99,6 +99,9 @@ class FireReport(Protocol):
     @property
     def parked(self) -> Sequence[tuple[str, str]]: ...  # (schedule, why)
 
+    @property
+    def unplanned(self) -> Sequence[tuple[str, str]]: ...  # (schedule, why): this host's fault
+
 
 # Seconds late per schedule: (schedule, lag) pairs.
 Lags = Iterable[tuple[str, float]]

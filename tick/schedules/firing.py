@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tick.budget import Budget
 from tick.loaders import EARLIEST
 from tick.report import ScheduleFire
-from tick.schedules.times import due_fires
+from tick.schedules.times import HostFault, due_fires
 from tick.statements import sql
 from tick.trace_context import current
 from tick.words import LIVE_STATES, FireStatus
@@ -110,6 +110,8 @@ class Fired:
     rows: list[ScheduleFire] = field(default_factory=list)
     lags: dict[str, float] = field(default_factory=dict)  # schedule -> seconds late
     parked: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
+    # Left due: this host cannot plan them (its time zone data), another may.
+    unplanned: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
 
     @property
     def fires(self) -> list[ScheduleFire]:
@@ -121,6 +123,7 @@ class Fired:
         self.rows += part.rows
         self.lags.update(part.lags)
         self.parked += part.parked
+        self.unplanned += part.unplanned
 
 
 def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
@@ -145,6 +148,13 @@ def fire_due(conn: psycopg.Connection[Any], *, budget_secs: float = BUDGET_SECS,
             due = Due(*row)
             try:
                 todo = plan(due)
+            except HostFault as error:
+                # This host's time zone data, not the row: parking it would
+                # stop it on every host for good. Left due for a host that
+                # can plan it; not taken again by this call.
+                part.unplanned.append((due.name, f"{type(error).__name__}: {error.reason}"))
+                capped.append(due.name)
+                todo = None
             except Exception as error:  # a row written past add's checks
                 conn.execute(sql("park_schedule"), {"name": due.name})
                 part.parked.append((due.name, type(error).__name__))

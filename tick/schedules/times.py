@@ -66,6 +66,12 @@ def check_cron(expression: str) -> str:
     return text
 
 
+class HostFault(ScheduleError):
+    """This host cannot plan the schedule (its time zone data is missing or
+    cannot be read), though the schedule itself may be sound: a tick leaves
+    it due rather than park it (SPEC §15)."""
+
+
 @cache
 def iana_names() -> frozenset[str]:
     """Every IANA time zone name (zones and their links), as the `tzdata`
@@ -83,8 +89,8 @@ def iana_names() -> frozenset[str]:
     try:
         listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
     except (ImportError, OSError):
-        raise ScheduleError("timezone", "cannot be checked: the tzdata package, a "
-                                        "dependency of awc, is not installed") from None
+        raise HostFault("timezone", "cannot be checked: the tzdata package, a "
+                                    "dependency of awc, is not installed") from None
     return frozenset(listed.split()) - {"Factory"}
 
 
@@ -98,8 +104,8 @@ def check_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ScheduleError("timezone", "is an IANA name this host has no data for "
-                                        "(install the tzdata package)") from None
+        raise HostFault("timezone", "is an IANA name this host has no data for "
+                                    "(install the tzdata package)") from None
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:

@@ -631,3 +631,23 @@ def test_resume_starts_a_parked_schedule_again_from_now(
     row = conn.execute("SELECT next_fire_at > now() FROM awc.schedules WHERE name = 'parked'"
                        ).fetchone()
     assert row == (True,)
+
+
+def test_a_schedule_far_behind_leaves_a_short_tick_time_for_its_jobs(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # A minutely schedule whose next fire is years back (a restored backup,
+    # a long outage) has millions of fires to record as missed; it took each
+    # tick's whole firing budget, and a tick of 3 s ran no job at all.
+    add(conn, every_minute("behind"))
+    conn.execute("UPDATE awc.schedules SET next_fire_at = '2020-01-01' WHERE name = 'behind'")
+    job = enqueue(conn, "report", {"n": 1})
+    began = time.monotonic()
+    report = tick(conn, registry=registry(), max_secs=3)
+    assert time.monotonic() - began < 4.5
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (job,)).fetchone() == (
+        "COMPLETED",)
+    assert report.completed >= 1
+    missed = conn.execute("SELECT count(*) FROM awc.schedule_fires WHERE status = 'missed'"
+                          ).fetchone()
+    assert missed is not None and missed[0] > 0  # and firing went on, within its share

@@ -651,3 +651,17 @@ def test_a_schedule_far_behind_leaves_a_short_tick_time_for_its_jobs(
     missed = conn.execute("SELECT count(*) FROM awc.schedule_fires WHERE status = 'missed'"
                           ).fetchone()
     assert missed is not None and missed[0] > 0  # and firing went on, within its share
+
+
+def test_a_list_of_more_schedules_than_it_prints_says_so(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    # It stopped at 10,000 in silence: the 10,001st by name was just absent.
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
+                 "SELECT 's' || lpad(n::text, 5, '0'), '@daily', 'k', now() + interval '1 day' "
+                 "FROM generate_series(1, 10001) AS n")
+    done = run_awc(awc_env, "schedules", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)) == 10_000
+    assert done.stderr.strip() == (
+        "awc: the first 10,000 schedules by name are listed; there are more")

@@ -45,6 +45,10 @@ def schedules_group() -> None:
     """Durable recurring jobs, fired by every tick."""
 
 
+# The most schedules `awc schedules list` prints.
+LISTED = 10_000
+
+
 @schedules_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def schedules_list(as_json: bool) -> None:
@@ -52,7 +56,11 @@ def schedules_list(as_json: bool) -> None:
     from tick.schedules import listing
 
     with operator_connection(load_settings()) as conn:
-        rows = listing(conn)
+        rows = listing(conn, LISTED + 1)
+    if len(rows) > LISTED:  # said, never a list that silently ends
+        rows = rows[:LISTED]
+        click.echo(f"awc: the first {LISTED:,} schedules by name are listed; there are more",
+                   err=True)
     if as_json:
         echo_json(rows)
     else:

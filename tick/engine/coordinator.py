@@ -362,11 +362,6 @@ class Coordinator:
     def _abandon(self, run: Run, record: Record, detail: str | None, delay: float,
                  where: str | None) -> None:
         run.ctx.abandon()
-        if run.started and not run.duration:
-            # Cut while its handler runs (a deadline, the stop's grace): it
-            # ran until now. Its duration (job event, metrics) read 0 for
-            # the slowest jobs of all, since only a returning slot set it.
-            run.duration = time.perf_counter() - run.started
         del self.running[run.row.id]
         self.leases.forget(run.row.id)
         self.engine.pool.abandon(run)

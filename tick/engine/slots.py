@@ -140,6 +140,10 @@ class SlotPool:
         thread is stuck in the handler, so write it off and start another."""
         with self._cond:
             if run.started:
+                # Cut in its handler (a deadline, the stop's grace): it ran
+                # until now. Its duration (job event, metrics) read 0 for the
+                # slowest jobs of all, since only a returning slot set it.
+                run.duration = time.perf_counter() - run.started
                 self._threads -= 1
                 self._call_one()
             else:

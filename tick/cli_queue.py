@@ -89,9 +89,10 @@ class Name(click.ParamType):  # type: ignore[type-arg]  # generic only in newer 
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
+        from tick.producer import NAME_LIMIT
         from tick.text import text_refusal
 
-        refusal = text_refusal(value, 200)
+        refusal = text_refusal(value, NAME_LIMIT)
         if refusal is not None:
             self.fail(refusal, param, ctx)
         return str(value)

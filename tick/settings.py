@@ -11,7 +11,6 @@ pydantic-settings did the same for 90 ms of imports on every cold start.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -92,10 +91,10 @@ def without_credentials(url: str) -> tuple[str, str | None, str | None]:
 Flag = Annotated[bool, BeforeValidator(_strict_bool)]
 Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-# A host name to bind: dot-separated labels of letters, digits and hyphens.
-HOST_NAME = re.compile(
-    r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+# A host name to bind: dot-separated labels of letters, digits and hyphens
+# (compiled by `re` on first use: only a loop with metrics reads it).
+HOST_NAME = (r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 
 
 class Settings(BaseModel):
@@ -191,15 +190,18 @@ class Settings(BaseModel):
         # Exported but empty: the default (it bound every interface), like
         # every other setting. Else an IP address, v4 or v6, or a host name.
         if value == "":
-            return "127.0.0.1"
+            from pydantic_core import PydanticUseDefault
+
+            raise PydanticUseDefault
         if not isinstance(value, str):
             return value
         import ipaddress
+        import re
 
         try:
             ipaddress.ip_address(value)
         except ValueError:
-            if not HOST_NAME.fullmatch(value):
+            if not re.fullmatch(HOST_NAME, value):
                 raise ValueError("must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::) "
                                  "or a host name") from None
         return value

@@ -15,6 +15,18 @@
 -- jobs only, never a key's backlog); it is saturated when its busiest key
 -- is. Only `key:NAME` counts what it holds back (that key's ready jobs).
 -- `key:*` covers the keys without a `key:NAME` of their own (which replaces it).
+WITH RECURSIVE ps AS (
+    -- The priorities with ready jobs, one probe from each to the next: read
+    -- once for every saturated `key:NAME` (below), and only if one is.
+    (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+     WHERE j.state = 'PENDING' AND j.waiting = 0
+     ORDER BY -j.priority::int LIMIT 1)
+    UNION ALL
+    SELECT (SELECT -j.priority::int FROM ONLY awc.jobs AS j
+            WHERE j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int > ps.p
+            ORDER BY -j.priority::int LIMIT 1)
+    FROM ps WHERE ps.p IS NOT NULL
+)
 SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
        w.window_claims,
        CASE WHEN NOT ((l.max_running IS NOT NULL
@@ -38,17 +50,7 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             -- ready jobs (a probe from one priority to the next): the
             -- index leads with the priority, and a filter on the key alone
             -- read every ready job, a limit at a time.
-            THEN (WITH RECURSIVE ps AS (
-                      (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
-                       WHERE j.state = 'PENDING' AND j.waiting = 0
-                       ORDER BY -j.priority::int LIMIT 1)
-                      UNION ALL
-                      SELECT (SELECT -j.priority::int FROM ONLY awc.jobs AS j
-                              WHERE j.state = 'PENDING' AND j.waiting = 0
-                                AND -j.priority::int > ps.p
-                              ORDER BY -j.priority::int LIMIT 1)
-                      FROM ps WHERE ps.p IS NOT NULL)
-                  SELECT least(coalesce(sum(c.n), 0), %(cap)s)::bigint
+            THEN (SELECT least(coalesce(sum(c.n), 0), %(cap)s)::bigint
                   FROM ps, LATERAL (
                       SELECT count(*) AS n FROM (
                           SELECT 1 FROM ONLY awc.jobs AS j

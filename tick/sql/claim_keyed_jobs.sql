@@ -35,16 +35,15 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            (SELECT coalesce(nullif(current_setting('awc.limited_claimed', true), ''), '0'))::int
                AS lane_claimed
 ), paused AS MATERIALIZED (
-    -- SPEC §23: pauses per key (a per-key limit at max_running 0): every key
-    -- without a limit of its own (key:*), and the keyed jobs of a kind
-    -- (kind:K --per-key). The walk passes what they cover by, so jobs they do
-    -- not cover (no key, a key with its own limit, another kind) are reached
-    -- however many paused keys sort before them; read only with a per-key limit.
-    SELECT coalesce(bool_or(l.scope = 'key'), false) AS every_key,
-           coalesce(array_agg(l.name) FILTER (WHERE l.scope = 'kind_key'), '{}') AS kinds
+    -- SPEC §23: the kinds whose keyed jobs are paused (kind:K --per-key at
+    -- max_running 0), read once a claim, only with a per-key limit; keys
+    -- paused (key:NAME or key:* at 0) are awc.key_paused's. The walk passes
+    -- what they cover by, so jobs they do not cover (no key, a key with its
+    -- own limit, another kind) are reached however many paused keys sort
+    -- before them.
+    SELECT coalesce(array_agg(l.name), '{}') AS kinds
     FROM awc.limits AS l
-    WHERE (SELECT keyed_limits FROM limited) AND l.max_running = 0
-      AND ((l.scope = 'key' AND l.name = '*') OR l.scope = 'kind_key')
+    WHERE (SELECT keyed_limits FROM limited) AND l.max_running = 0 AND l.scope = 'kind_key'
 ), plan AS MATERIALIZED (
     SELECT (cardinality(l.kinds) + cardinality(l.queues) = 0 OR l.walk)
            AND EXISTS (SELECT 1 FROM ONLY awc.jobs AS j
@@ -79,13 +78,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
                          -- a kind paused per key (kind:K --per-key at 0)
                          AND (h.k = '' OR j.kind <> ALL ((SELECT kinds FROM paused)::text[])))
-               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND coalesce(
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited)
                    -- SPEC §23: a key paused by its own limit (key:NAME at
                    -- max_running 0), or without one while key:* is at 0,
-                   -- has nothing to give: the walk passes it by (a probe each)
-                   (SELECT l.max_running IS NOT DISTINCT FROM 0 FROM awc.limits AS l
-                    WHERE l.scope = 'key' AND l.name = h.k),
-                   (SELECT every_key FROM paused))) AS ready
+                   -- has nothing to give: the walk passes it by (probes of
+                   -- the limits; no kind: a kind's pause is per job, above)
+                   AND awc.key_paused(h.k, NULL)) AS ready
         FROM (SELECT e.p, e.k, e.phase, e.run_at, e.kind, e.queue, e.id
               FROM (SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
                     WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
@@ -126,13 +124,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                          AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
                          -- a kind paused per key (kind:K --per-key at 0)
                          AND (h.k = '' OR j.kind <> ALL ((SELECT kinds FROM paused)::text[])))
-               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited) AND coalesce(
+               END AND NOT (h.k <> '' AND (SELECT keyed_limits FROM limited)
                    -- SPEC §23: a key paused by its own limit (key:NAME at
                    -- max_running 0), or without one while key:* is at 0,
-                   -- has nothing to give: the walk passes it by (a probe each)
-                   (SELECT l.max_running IS NOT DISTINCT FROM 0 FROM awc.limits AS l
-                    WHERE l.scope = 'key' AND l.name = h.k),
-                   (SELECT every_key FROM paused))) AS ready
+                   -- has nothing to give: the walk passes it by (probes of
+                   -- the limits; no kind: a kind's pause is per job, above)
+                   AND awc.key_paused(h.k, NULL)) AS ready
         FROM (
             -- The next key of this priority, in the same phase. Each of the
             -- four runs only when its test of the last key holds (PostgreSQL

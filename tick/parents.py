@@ -4,6 +4,12 @@ the jobs inserted and the edges declared, all in the producer's transaction.
 
 Every parent exists when its child is enqueued (an earlier job of the same
 `enqueue_many` call is named `"#N"`), so no cycle can ever be built.
+
+Nothing is locked until every parent is known to exist, so a refused call
+leaves the producer's transaction holding no lock it took. A parent that a
+tick completes while the lock waits for it has left the hot table for a
+finished part under the lock's snapshot: it is read again there, by a
+statement of its own, before it could be called missing.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ def _parent(value: Any, own: int | None, field: str) -> Parent:
         if own is None:
             raise EnqueueError(field, '"#N" names a job of the same enqueue_many call')
         digits = value[1:]
-        if not value.startswith("#") or not digits.isascii() or not digits.isdigit():
+        if not value.startswith("#") or not digits.isascii() or not digits.isdigit() \
+                or (digits.startswith("0") and digits != "0"):
             raise EnqueueError(field, 'holds a string that is not "#N"')
         # More digits than any call has jobs: refused before int() (which
         # refuses 4,300 digits and more with its own error).
@@ -83,8 +90,20 @@ def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any
     the existing parents locked (a missing one refuses the call with nothing
     inserted), the jobs inserted by `insert`, then the edges declared. Ids
     in input order. An error names job n's field ("job 3: after") unless the
-    call is `enqueue`'s (`single`), where "#N" has nothing to name."""
+    call is `enqueue`'s (`single`), where "#N" has nothing to name.
 
+    On an autocommit connection the call is one transaction of its own: its
+    statements each committing alone would publish a child, ready, before
+    its edges, and lock its parents for no time at all."""
+    if conn.autocommit:
+        with conn.transaction():
+            return _enqueue_graph(conn, jobs, insert, single)
+    return _enqueue_graph(conn, jobs, insert, single)
+
+
+def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
+                   insert: Callable[[list[dict[str, Any]]], list[int]],
+                   single: bool) -> list[int]:
     def prefix(n: int) -> str:
         return "" if single else f"job {n}: "
 
@@ -101,19 +120,35 @@ def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any
         wanted.append((after, policy))
     existing = sorted({p for after, _ in wanted for p in after if isinstance(p, int)})
     if existing:
-        found = {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": existing})}
-        for n, (after, _) in enumerate(wanted):
-            missing = [p for p in after if isinstance(p, int) and p not in found]
-            if missing:
-                raise EnqueueError(prefix(n) + "after",
-                                   f"names job {missing[0]}, which does not exist")
+        found = _lock_parents(conn, existing)
+        if len(found) < len(existing):  # refused: name a parent that is really missing
+            present = {int(row[0]) for row in conn.execute(sql("present_jobs"),
+                                                           {"ids": existing})}
+            for n, (after, _) in enumerate(wanted):
+                missing = [p for p in after if isinstance(p, int) and p not in present]
+                if missing:
+                    raise EnqueueError(prefix(n) + "after",
+                                       f"names job {missing[0]}, which does not exist")
+            raise EnqueueError(prefix(0) + "after", "names a job that changed while it "
+                                                    "was being locked: enqueue again")
     ids = insert(plain)
+    # A "#N" whose job carries a dedupe key may be a live job another
+    # process holds (the key's holder, returned instead of a new row): it is
+    # locked as a parent named by id is, or a tick completing it before this
+    # transaction commits would not see the child, left waiting for ever.
+    held = sorted({ids[p[1]] for after, _ in wanted for p in after
+                   if not isinstance(p, int) and jobs[p[1]].get("dedupe_key") is not None})
+    if held:
+        _lock_parents(conn, held)
     children: list[int] = []
     parents: list[int] = []
     items: list[int] = []
     policies: list[str] = []
     for job_id, (after, policy) in zip(ids, wanted, strict=True):
-        if policy is None and not after:
+        if not after:
+            # A policy alone declares nothing; and the id may be a dedupe
+            # hit, an existing job whose parents and count are not this
+            # call's to rewrite.
             continue
         items.append(job_id)
         policies.append(policy or "cancel")
@@ -124,3 +159,18 @@ def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any
         conn.execute(sql("declare_parents"), {"children": children, "parents": parents,
                                               "ids": items, "policies": policies})
     return ids
+
+
+def _lock_parents(conn: psycopg.Connection[Any], ids: list[int]) -> set[int]:
+    """Lock the parents `ids` that exist, in id order, until the producer
+    commits; the ids found. None is locked unless all exist (a refused call
+    keeps no lock). A parent completed while the lock waited is read again
+    in its finished part by a fresh statement (twice at most: a retention
+    that carries it to the current part moves it once more)."""
+    found = {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": ids})}
+    for _ in range(2):
+        moved = [p for p in ids if p not in found]
+        if not moved:
+            return found
+        found |= {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": moved})}
+    return found

@@ -259,13 +259,14 @@ BEGIN
             SET state = 'PENDING', finished_at = NULL, updated_at = now()
             -- `state || ''`, not `state =`: an expression no partial index's
             -- predicate follows from, so the jobs are found by key, never
-            -- by walking the finished jobs' index (every cancelled job, each
-            -- level: a chain of 10,000 took 7.8 s) when a plan prefers it.
+            -- by walking the finished jobs' index.
             WHERE c.id = ANY (kids)
               AND c.state || '' = 'CANCELLED' AND c.last_error LIKE 'ParentFailed:%'
-              AND NOT EXISTS (
-                  SELECT 1 FROM awc.job_parents AS e JOIN awc.jobs AS p ON p.id = e.parent_id
-                  WHERE e.child_id = c.id AND p.state IN ('FAILED', 'CANCELLED'))
+              -- A scalar subquery, run per child by key: a NOT EXISTS here
+              -- became an anti-join over every failed job, each level.
+              AND (SELECT count(*) FROM awc.job_parents AS e
+                   JOIN ONLY awc.jobs AS p ON p.id = e.parent_id
+                   WHERE e.child_id = c.id AND p.state || '' IN ('FAILED', 'CANCELLED')) = 0
             RETURNING c.id)
         SELECT coalesce(array_agg(id), '{}') INTO revived FROM back;
     END LOOP;
@@ -475,15 +476,15 @@ $$;
 
 -- The plain-SQL way to declare a job's parents (SPEC §20), for producers in
 -- any language: in the transaction that inserted the child, before it
--- commits. The same rules as enqueue(after=...): every parent must exist
--- (locked in id order until the commit, so none becomes final unseen), a
--- parent already failed cancels a "cancel" child at once. Returns how many
--- parents the child waits for.
+-- commits (a child this transaction did not insert is refused, and so is a
+-- parent among the child's descendants: no cycle). The same rules as
+-- enqueue(after=...): every parent must exist (locked in id order until the
+-- commit, so none becomes final unseen), a parent already failed cancels a
+-- "cancel" child at once. Returns how many parents the child waits for.
 CREATE FUNCTION awc.declare_parents(child bigint, parents bigint[],
                                     on_parent_failure text DEFAULT 'cancel')
     RETURNS integer
     LANGUAGE plpgsql
-    -- Its own planner settings, not the engine's pinned ones (migration 0025).
     SET enable_seqscan = on SET enable_bitmapscan = on SET enable_sort = on
     SET enable_hashjoin = on SET enable_mergejoin = on SET enable_material = on
     SET plan_cache_mode = force_custom_plan SET jit = off
@@ -493,6 +494,9 @@ DECLARE
     missing bigint;
     failed  text;
     unfinished integer;
+    inserter xid;
+    own8    numeric;
+    whole   numeric;
 BEGIN
     IF declare_parents.on_parent_failure IS NULL
        OR declare_parents.on_parent_failure NOT IN ('cancel', 'run') THEN
@@ -503,12 +507,53 @@ BEGIN
         RAISE EXCEPTION 'after names more than 10000 parents'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The child's row is this transaction's: it sees the row, and the
+    -- transaction that wrote it is still in progress (another's uncommitted
+    -- row is invisible). Its 32-bit xmin is widened to a full id: the one
+    -- nearest this transaction's own (both are recent).
+    SELECT j.xmin INTO inserter FROM awc.jobs AS j WHERE j.id = child AND j.state = 'PENDING';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % is not a PENDING job', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    own8 := pg_current_xact_id()::text::numeric;
+    whole := own8 - mod(own8, 4294967296) + inserter::text::numeric;
+    IF whole - own8 > 2147483648 THEN
+        whole := whole - 4294967296;
+    ELSIF own8 - whole > 2147483648 THEN
+        whole := whole + 4294967296;
+    END IF;
+    IF whole < 3 OR pg_xact_status(whole::text::xid8) IS DISTINCT FROM 'in progress' THEN
+        RAISE EXCEPTION 'job % was not inserted by this transaction: declare its parents '
+                        'in the transaction that inserts it, before it commits', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     locked := ARRAY(SELECT j.id FROM awc.jobs AS j WHERE j.id = ANY (parents)
                    ORDER BY j.id FOR NO KEY UPDATE);
+    IF EXISTS (SELECT 1 FROM unnest(parents) AS p WHERE p <> ALL (locked)) THEN
+        -- Moved to a finished part while the lock waited: a fresh snapshot sees it there.
+        locked := locked || ARRAY(SELECT j.id FROM awc.jobs AS j
+                                  WHERE j.id = ANY (parents) AND j.id <> ALL (locked)
+                                  ORDER BY j.id FOR NO KEY UPDATE);
+    END IF;
     SELECT p INTO missing FROM unnest(parents) AS p WHERE p <> ALL (locked) OR p = child LIMIT 1;
     IF missing IS NOT NULL THEN
         RAISE EXCEPTION 'after names job %, which does not exist or is the child', missing
             USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    -- Its descendants were declared in this transaction too (the child is
+    -- its own): a parent among them would close a cycle.
+    SELECT d.id INTO missing
+    FROM (WITH RECURSIVE below (id) AS (
+              SELECT e.child_id FROM awc.job_parents AS e WHERE e.parent_id = child
+              UNION
+              SELECT e.child_id FROM awc.job_parents AS e JOIN below AS b ON e.parent_id = b.id)
+          SELECT id FROM below) AS d
+    WHERE d.id = ANY (parents)
+    LIMIT 1;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'after names job %, which waits for job %: a cycle', missing, child
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     INSERT INTO awc.job_parents (child_id, parent_id)
     SELECT child, p FROM unnest(locked) AS p

@@ -141,3 +141,67 @@ def test_a_reference_is_written_one_way(conn: psycopg.Connection[Any], reference
         enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop"},
                             {"kind": "noop", "after": [reference]}])
     assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
+
+
+def test_plain_sql_declares_parents_of_this_transactions_own_jobs_only(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    declare = "SELECT awc.declare_parents(%s, ARRAY[%s]::bigint[])"
+    with psycopg.connect(db_url) as producer:
+        a, b = (producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') RETURNING id")
+                .fetchone()[0] for _ in range(2))  # type: ignore[index]
+        assert producer.execute(declare, (b, a)).fetchone() == (1,)
+        # A cycle within the transaction, and a child inserted in a savepoint.
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="a cycle"):
+            producer.execute(declare, (a, b))
+        producer.rollback()
+        a, b = (producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') RETURNING id")
+                .fetchone()[0] for _ in range(2))  # type: ignore[index]
+        with producer.transaction():
+            c = producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') RETURNING id"
+                                 ).fetchone()[0]  # type: ignore[index]
+            assert producer.execute(declare, (c, b)).fetchone() == (1,)
+        assert producer.execute(declare, (b, a)).fetchone() == (1,)
+        producer.commit()
+        # A job committed before: given parents now, A after B would be a cycle
+        # (it was accepted, and both waited for ever).
+        with pytest.raises(psycopg.errors.InvalidParameterValue,
+                           match="was not inserted by this transaction"):
+            producer.execute(declare, (a, b))
+        producer.rollback()
+    rows = conn.execute("SELECT id, waiting FROM awc.jobs ORDER BY id").fetchall()
+    assert rows == [(a, 0), (b, 1), (c, 1)]
+
+
+def test_plain_sql_finds_a_parent_completed_while_its_lock_waits(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    parent = enqueue(conn, "noop")
+    token = claimed(conn, parent)
+    with psycopg.connect(db_url) as worker:
+        worker.execute(sql("complete_jobs"),
+                       {"ids": [parent], "tokens": [token], "results": ['{"r": 1}']})
+        out: dict[str, Any] = {}
+
+        def produce() -> None:
+            with psycopg.connect(db_url) as producer:
+                try:
+                    child = producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') "
+                                             "RETURNING id").fetchone()
+                    assert child is not None
+                    out["waiting"] = producer.execute(
+                        "SELECT awc.declare_parents(%s, ARRAY[%s]::bigint[])",
+                        (child[0], parent)).fetchone()
+                    producer.commit()
+                except psycopg.Error as error:
+                    out["error"] = str(error)
+
+        thread = threading.Thread(target=produce)
+        thread.start()
+        for _ in range(500):
+            waiting = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                                   "AND locktype = 'transactionid'").fetchone()
+            if waiting and waiting[0]:
+                break
+            thread.join(0.01)
+        worker.commit()
+        thread.join(20)
+    assert out == {"waiting": (0,)}  # before: "after names job N, which does not exist"

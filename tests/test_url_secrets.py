@@ -168,3 +168,30 @@ def test_a_password_from_the_lambdas_rds_secret_is_redacted_too() -> None:
     password = f"rds-{SECRET}-only"
     secret_dsn(json.dumps({"host": "db", "username": "awc", "password": password}))
     assert password not in redacted(f"FATAL: something quoted {password} back")
+
+
+def test_a_database_error_says_the_servers_primary_message_only(
+        conn: psycopg.Connection[Any]) -> None:
+    """A server error's DETAIL may quote a row's values, its CONTEXT the text
+    of the statements of a function it passed through: neither reaches the
+    `awc:` line (`awc retry` of a long chain printed a whole function's SQL,
+    comments and all, when it reached the statement timeout)."""
+    from tick.db import database_error
+
+    conn.execute("CREATE TABLE test_keys (k text UNIQUE)")
+    conn.execute("INSERT INTO test_keys VALUES ('alice@example.com')")
+    conn.execute("""CREATE FUNCTION test_add(v text) RETURNS void LANGUAGE plpgsql AS $$
+                    BEGIN
+                        -- a comment the message never shows
+                        INSERT INTO test_keys VALUES (v);
+                    END $$""")
+    with pytest.raises(psycopg.errors.UniqueViolation) as caught:
+        conn.execute("SELECT test_add('alice@example.com')")
+    assert "alice@example.com" in str(caught.value)  # the server did say it
+    line = str(database_error(caught.value, None, "database error"))
+    assert line == ('database error: UniqueViolation: duplicate key value violates unique '
+                    'constraint "test_keys_k_key"')
+    with pytest.raises(psycopg.errors.RaiseException) as caught:
+        conn.execute("DO $$ BEGIN RAISE EXCEPTION '%', repeat('x', 5000); END $$")
+    line = str(database_error(caught.value, None, "database error"))
+    assert len(line) < 400 and line.endswith("…(5000 characters)")

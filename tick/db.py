@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
 from tick.redaction import dsn_secrets, keep_secret, redacted
-from tick.text import printable
+from tick.text import clip, printable
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -123,10 +123,18 @@ def database_error(
     conn: psycopg.Connection[Any] | None = None,
 ) -> DatabaseError:
     """A `DatabaseError` naming what failed by error type and scrubbed message;
-    `connection_lost` is read from `conn`'s state after the failure."""
+    `connection_lost` is read from `conn`'s state after the failure.
+
+    A server's error is told by its primary message alone, cut to 300
+    characters: its DETAIL may quote a row's values ("Failing row contains
+    ...", a unique key), and its CONTEXT the text of every statement of a
+    function it passed through."""
     kind = type(error).__name__
-    detail = scrub(str(error), dsn) or "no detail"
-    return DatabaseError(f"{doing}: {kind}: {detail}", connection_lost=connection_lost(conn))
+    diag = getattr(error, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    detail = scrub(primary if isinstance(primary, str) and primary else str(error), dsn)
+    return DatabaseError(f"{doing}: {kind}: {clip(detail, 300) or 'no detail'}",
+                         connection_lost=connection_lost(conn))
 
 
 def as_database_error(

@@ -53,8 +53,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("tick.ui.pages",),
     ("tick.ui.app",),
     ("tick.ui.serve",),  # the connections the app is served on
-    ("tick.demo", "tick.cli_queue", "tick.cli_history", "tick.cli_schedules", "tick.cli_limits",
-     "tick.cli_ui", "tick.cli_actions", "tick.cli"),
+    ("tick.demo", "tick.cli_types", "tick.cli_queue", "tick.cli_history", "tick.cli_schedules",
+     "tick.cli_limits", "tick.cli_ui", "tick.cli_actions", "tick.cli"),
 ]
 PUBLIC = "tick"  # the public API (tick/__init__.py): lazy, importable from any layer
 

@@ -24,6 +24,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
+from tick.cli_types import Whole
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
 from tick.settings import Settings, load_settings
@@ -61,9 +62,9 @@ def _stop_on_signals(stop: threading.Event, wake: Callable[[], None] | None = No
 
 
 @cli.command("tick")
-@click.option("--max-jobs", type=int, help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
-@click.option("--max-secs", type=int, help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
-@click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+@click.option("--max-jobs", type=Whole(), help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
+@click.option("--max-secs", type=Whole(), help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
+@click.option("--concurrency", type=Whole(), help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
 @click.option("--kind", "kinds", multiple=True, type=NAME,
               help="Only claim this kind (repeatable).")
 @click.option("--queue", "queues", multiple=True, type=NAME,
@@ -131,7 +132,7 @@ def _log_format() -> str:
 
 
 @cli.command("loop")
-@click.option("--concurrency", type=int, help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+@click.option("--concurrency", type=Whole(), help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
 @click.option("--kind", "kinds", multiple=True, type=NAME,
               help="Only claim this kind (repeatable).")
 @click.option("--queue", "queues", multiple=True, type=NAME,

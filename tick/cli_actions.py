@@ -24,6 +24,7 @@ from tick.cli_queue import (
     operator_connection,
     span_secs,
 )
+from tick.cli_types import JOB_ID
 from tick.errors import AwcError
 from tick.settings import load_settings
 from tick.words import JOB_STATES
@@ -111,7 +112,7 @@ def run_action(action: str, done: str, ids: tuple[int, ...], state: str | None,
 
 def _job_options(fn: Any) -> Any:
     for option in reversed([
-        click.argument("job_ids", nargs=-1, type=click.IntRange(1, 2**63 - 1)),
+        click.argument("job_ids", nargs=-1, type=JOB_ID),
         click.option("--state", type=choice(*JOB_STATES),
                      help="Only jobs in this state."),
         click.option("--kind", type=NAME, help="Only jobs of this kind."),

@@ -21,6 +21,7 @@ from tick.cli_queue import (
     span_secs,
     table,
 )
+from tick.cli_types import Whole
 from tick.settings import load_settings
 from tick.text import for_terminal
 from tick.words import DRIVERS, JOB_STATES
@@ -105,7 +106,7 @@ TICK_COLUMNS = ("id", "driver", "worker_id", "started_at", "finished_at", "claim
 @click.option("--since", help="Only ticks started since: an ISO 8601 instant (UTC if naive), "
                               "a span such as 90m, 1h, 24h, 7d, or today (since 00:00 UTC).")
 @click.option("--failed", is_flag=True, help="Only ticks that failed or died.")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--limit", type=Whole(1, 10000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def ticks_command(driver: str | None, since: str | None, failed: bool, limit: int,
                   as_json: bool) -> None:

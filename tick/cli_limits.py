@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from tick.cli_queue import echo_json, operator_connection, table
+from tick.cli_types import Whole
 from tick.errors import AwcError
 from tick.settings import load_settings
 
@@ -21,9 +22,9 @@ def limits_group() -> None:
 
 @limits_group.command("set")
 @click.argument("target")
-@click.option("--max-running", type=int, help="Most RUNNING jobs at once (0 pauses).")
-@click.option("--rate", type=int, help="Most claims per window (with --per).")
-@click.option("--per", "per_secs", type=int, help="The rate's window, in seconds.")
+@click.option("--max-running", type=Whole(), help="Most RUNNING jobs at once (0 pauses).")
+@click.option("--rate", type=Whole(), help="Most claims per window (with --per).")
+@click.option("--per", "per_secs", type=Whole(), help="The rate's window, in seconds.")
 @click.option("--per-key", is_flag=True,
               help="With kind:NAME: each key's jobs of the kind get the limit separately.")
 def limits_set(target: str, max_running: int | None, rate: int | None,

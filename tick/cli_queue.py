@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from tick.cli_types import JOB_ID, Whole
 from tick.settings import Settings, load_settings
 from tick.text import for_terminal
 from tick.timeouts import MAX_TIMEOUT_SECS
@@ -166,16 +167,16 @@ def parse_run_at(text: str, option: str = "--run-at") -> datetime:
 @click.argument("kind")
 @click.option("--payload", default="{}", show_default=True,
               help="The job's payload, a JSON object.")
-@click.option("--max-attempts", type=click.IntRange(1, 2**31 - 1), default=5, show_default=True)
+@click.option("--max-attempts", type=Whole(1, 2**31 - 1), default=5, show_default=True)
 @click.option("--delay", type=Seconds(0, MAX_DELAY_SECS),
               help="Seconds before it may run.")
 @click.option("--run-at", help="ISO 8601 instant before which it may not run (UTC if naive).")
-@click.option("--priority", type=click.IntRange(-32768, 32767), default=0, show_default=True)
+@click.option("--priority", type=Whole(-32768, 32767), default=0, show_default=True)
 @click.option("--queue", default="default", show_default=True)
 @click.option("--dedupe-key", help="Return the live job with this key instead of a new one.")
 @click.option("--timeout", "timeout_secs", type=Seconds(1, MAX_TIMEOUT_SECS),
               help="Seconds one run may take (1 to 604800), overriding its handler's.")
-@click.option("--after", type=click.IntRange(1, 2**63 - 1), multiple=True, metavar="ID",
+@click.option("--after", type=JOB_ID, multiple=True, metavar="ID",
               help="A job this one waits for (repeat for several).")
 @click.option("--on-parent-failure", type=click.Choice(["cancel", "run"], case_sensitive=False),
               help="When a parent fails or is cancelled: cancel this job (the default) "
@@ -238,7 +239,7 @@ def enqueue_command(
 
 
 @click.command("wait")
-@click.argument("job_id", type=click.IntRange(1, 2**63 - 1))
+@click.argument("job_id", type=JOB_ID)
 @click.option("--timeout", type=Seconds(0, MAX_DELAY_SECS), default=300,
               show_default=True, help="Seconds to wait for the job to be final.")
 def wait_command(job_id: int, timeout: float) -> None:
@@ -303,7 +304,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
               type=choice(*JOB_STATES))
 @click.option("--kind", type=NAME)
 @click.option("--queue", type=NAME)
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--limit", type=Whole(1, 10000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 def jobs_list(
     state: str | None, kind: str | None, queue: str | None, limit: int, as_json: bool
@@ -325,7 +326,7 @@ def jobs_list(
 
 
 @jobs_group.command("show")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=Whole())
 def jobs_show(job_id: int) -> None:
     """Show one job in full (payload included) as JSON, with why it failed:
     its error history, newest first, with tracebacks.

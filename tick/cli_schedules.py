@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from tick.cli_queue import NAME, choice, echo_json, operator_connection, table
+from tick.cli_types import Whole
 from tick.settings import load_settings
 from tick.words import MISSED_POLICIES, OVERLAP_POLICIES
 
@@ -77,11 +78,11 @@ def schedules_list(as_json: bool) -> None:
 @click.option("--timezone", default="UTC", show_default=True,
               help="An IANA time zone name, such as Europe/Berlin (not localtime).")
 @click.option("--queue", default="default", show_default=True)
-@click.option("--priority", type=int, default=0, show_default=True)
-@click.option("--max-attempts", type=int, default=5, show_default=True)
+@click.option("--priority", type=Whole(), default=0, show_default=True)
+@click.option("--max-attempts", type=Whole(), default=5, show_default=True)
 @click.option("--missed", type=choice(*MISSED_POLICIES), default=MISSED_POLICIES[0],
               show_default=True, help="Catch up the newest missed fire, or each.")
-@click.option("--catchup-secs", type=int, default=3600, show_default=True,
+@click.option("--catchup-secs", type=Whole(), default=3600, show_default=True,
               help="Fires older than this are recorded missed, never enqueued.")
 @click.option("--overlap", type=choice(*OVERLAP_POLICIES), default=OVERLAP_POLICIES[0],
               show_default=True, help="skip: no fire while the last job is PENDING or RUNNING.")
@@ -138,7 +139,7 @@ def schedules_trigger(name: str) -> None:
 @click.argument("name", required=False, type=NAME)
 @click.option("--cron", help="Preview this expression instead of a schedule's (nothing is added).")
 @click.option("--timezone", help="With --cron: its IANA time zone name [default: UTC].")
-@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("--count", type=Whole(1, 1000), default=5, show_default=True)
 def schedules_next(name: str | None, cron: str | None, timezone: str | None, count: int) -> None:
     """The next fire times of schedule NAME, or of --cron in --timezone
     before it is added: one ISO 8601 instant per line, in the schedule's
@@ -166,7 +167,7 @@ def schedules_next(name: str | None, cron: str | None, timezone: str | None, cou
 
 @schedules_group.command("history")
 @click.argument("name", type=NAME)
-@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True)
+@click.option("--limit", type=Whole(1, 10000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 def schedules_history(name: str, limit: int, as_json: bool) -> None:
     """NAME's ledger: every recorded fire, newest first."""

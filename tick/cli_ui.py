@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tick.cli_types import Whole
 from tick.errors import AwcError, missing_extra
 from tick.settings import load_settings
 
@@ -67,7 +68,7 @@ def _loopback(host: str) -> bool:
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback exposes the console.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--port", default=8765, show_default=True, type=Whole(0, 65535))
 def ui_command(host: str, port: int) -> None:
     """Serve the web console (needs AWC_UI_TOKEN; AWC_UI_READ_ONLY=true for no actions)."""
     try:

@@ -1,0 +1,57 @@
+"""SPEC §3: a command's whole-number argument (an id, a count, a priority,
+a port) is ASCII digits, or a usage error (exit 2) that quotes nothing of
+it. click's integer read other scripts' digits, underscores, a `+` and
+spaces: `awc enqueue --after` with an Arabic-Indic one made a job wait
+for job 1, and a refusal echoed 5,000 digits back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from tick.cli import cli
+
+pytestmark = pytest.mark.timeout(60)
+
+WRITTEN_OTHERWISE = ["\u0661", "1_0", "+1", " 1", "1 ", "0x10", "1e3", "\u0661\u0660", "", "-"]
+
+
+def usage_error(args: list[str], env: dict[str, str]) -> str:
+    result = CliRunner().invoke(cli, args, env=env)
+    assert result.exit_code == 2, (result.exit_code, result.output[-500:])
+    return result.output
+
+
+@pytest.mark.parametrize("written", WRITTEN_OTHERWISE)
+def test_a_job_id_written_otherwise_is_a_usage_error(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str], written: str) -> None:
+    for args in (["enqueue", "noop", "--after", written], ["jobs", "show", written],
+                 ["wait", written], ["retry", written]):
+        output = usage_error(args, awc_env)
+        assert "is not a whole number written in the digits 0-9" in output, args
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (0,)
+
+
+def test_counts_and_priorities_are_read_the_same_way(awc_env: dict[str, str]) -> None:
+    for args in (["enqueue", "noop", "--priority", "+1"], ["tick", "--max-jobs", "1_0"],
+                 ["jobs", "list", "--limit", "\u0665"], ["limits", "set", "kind:noop",
+                                                       "--max-running", " 2"]):
+        assert "is not a whole number" in usage_error(args, awc_env), args
+
+
+def test_a_refusal_quotes_nothing_of_the_argument(awc_env: dict[str, str]) -> None:
+    digits = "9" * 5000
+    output = usage_error(["enqueue", "noop", "--after", digits], awc_env)
+    assert "999999" not in output and len(output) < 1000
+    output = usage_error(["enqueue", "noop", "--priority", "40000"], awc_env)
+    assert "must be between -32768 and 32767" in output and "40000" not in output
+
+
+def test_whole_numbers_in_digits_still_work(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    result = CliRunner().invoke(cli, ["enqueue", "noop", "--priority", "-5"], env=awc_env)
+    assert result.exit_code == 0, result.output
+    assert conn.execute("SELECT priority FROM awc.jobs").fetchall() == [(-5,)]

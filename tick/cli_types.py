@@ -1,0 +1,44 @@
+"""The whole numbers the commands take (ids, counts, priorities, ports),
+written one way.
+
+click's integer is Python's `int()`, which also reads other scripts' digits
+(U+0661, the Arabic-Indic digit one, is 1), underscores (`1_0` is 10), a `+`
+and surrounding spaces: `awc enqueue --after` with that digit made a job
+wait for job 1. And its refusal quotes the argument back, 5,000 digits and
+all. A whole number here is ASCII digits with an optional leading `-`,
+within the option's range, and a refusal quotes nothing of it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+
+_WHOLE = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+INT64 = 2**63 - 1
+
+
+class Whole(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A whole number in [`low`, `high`] (a bigint's range by default)."""
+
+    name = "integer"
+
+    def __init__(self, low: int = -INT64 - 1, high: int = INT64) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value  # a default
+        elif isinstance(value, str) and _WHOLE.fullmatch(value):
+            number = int(value)
+        else:
+            self.fail("is not a whole number written in the digits 0-9", param, ctx)
+        if not self.low <= number <= self.high:
+            self.fail(f"must be between {self.low} and {self.high}", param, ctx)
+        return number
+
+
+JOB_ID = Whole(1, INT64)

@@ -73,7 +73,7 @@ def lease_left(conn: psycopg.Connection[Any], job_id: int) -> float | None:
 def test_a_job_four_times_its_lease_runs_once_without_heartbeats_and_is_never_rescued(
     conn: psycopg.Connection[Any], env: dict[str, str]
 ) -> None:
-    job_id = enqueue(conn, "long_sleep", {"seconds": 20})
+    job_id = enqueue(conn, "long_sleep", {"seconds": 4 * LEASE})
     first, second = spawn(env, "loop"), spawn(env, "loop")  # the second rescues what lapses
     try:
         wait_for(lambda: runs(conn, job_id), what="the job to start")

@@ -271,6 +271,20 @@ def test_awc_wait_keeps_its_timeout_when_the_database_falls_silent(
     assert elapsed < 3 + 2 + 3, elapsed  # its timeout, the grace, a margin
 
 
+def test_awc_wait_keeps_its_timeout_when_the_database_is_silent_from_the_start(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    """The timeout counts from the command's start: against a database that
+    never answers, `awc wait --timeout 1` took libpq's 10 s connect timeout."""
+    job = enqueue(conn, "noop", {})
+    proxy.fall_silent()
+    began = time.monotonic()
+    done = run_awc(through(proxy, awc_env), "wait", str(job), "--timeout", "1", timeout=40)
+    elapsed = time.monotonic() - began
+    assert_one_line_about_silence(done)
+    assert elapsed < 1 + 2 + 3, elapsed  # its timeout, libpq's shortest connect timeout, a margin
+
+
 def test_the_python_wait_keeps_its_deadline_and_its_connections_bounds(
     conn: psycopg.Connection[Any], db_url: str, proxy: SilentProxy
 ) -> None:

@@ -65,11 +65,11 @@ def span_secs(text: str) -> int | None:
     return int(found[1]) * _SPAN_UNITS[found[2]] if found else None
 
 
-def operator_connection(settings: Settings) -> Any:
+def operator_connection(settings: Settings, answer_by: float | None = None) -> Any:
     """Connect for a read-only or operator command: never migrates (SPEC §3)."""
     from tick.drivers.compose import open_operator_database
 
-    return open_operator_database(settings)
+    return open_operator_database(settings, answer_by)
 
 
 # -- producing ------------------------------------------------------------------
@@ -248,13 +248,19 @@ def wait_command(job_id: int, timeout: float) -> None:
 
     \f
     SPEC §20."""
+    import time
+
     from tick.errors import AwcError
     from tick.waiting import wait
+    from tick.watchdog import DEADLINE_GRACE_SECS
 
+    # The timeout counts from the command's start: a database silent from
+    # the start is given up on by then too, not after libpq's connect timeout.
+    end = time.monotonic() + timeout
     settings = load_settings()
-    with operator_connection(settings) as conn:
+    with operator_connection(settings, end + DEADLINE_GRACE_SECS) as conn:
         try:
-            outcome = wait(conn, job_id, timeout)
+            outcome = wait(conn, job_id, max(end - time.monotonic(), 0.0))
         except TimeoutError:
             raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
     if outcome.state != "COMPLETED":

@@ -44,12 +44,15 @@ def open_database(settings: Settings, *, answer_by: float | None = None,
     return conn
 
 
-def open_operator_database(settings: Settings) -> psycopg.Connection[Any]:
+def open_operator_database(settings: Settings,
+                           answer_by: float | None = None) -> psycopg.Connection[Any]:
     """Connect for a read-only or operator command: the schema must be
     current and is never changed (SPEC §3); values PostgreSQL holds but
     Python cannot load (an infinite timestamp, jsonb nested too deeply) are
-    shown as the server writes them."""
-    conn = connect(settings.dsn(), prepare=settings.db_prepare)
+    shown as the server writes them. `answer_by` (a `time.monotonic()`
+    instant) bounds the connect and the checks after it, for a command with
+    a deadline of its own (`awc wait --timeout`)."""
+    conn = connect(settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by)
     try:
         require_current(conn)
     except BaseException:

@@ -40,6 +40,7 @@ from tick.errors import DatabaseError
 from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
+from tick.watchdog import answering_by
 from tick.words import Record, StopReason
 
 # Longest the coordinator sleeps without looking at deadlines and stop.
@@ -80,15 +81,16 @@ class Coordinator:
             self._maintain()
             while True:
                 try:
-                    if not self._step():
-                        break
+                    # Each exchange answers before a lease could lapse (SPEC §26).
+                    with answering_by(self.engine.conn, self.leases.answer_by()):
+                        if not self._step():
+                            break
                 except DatabaseError as error:
                     # Only a lost connection is worth reconnecting for: a
                     # statement the server refused would be refused again, so
                     # it ends the run and the supervisor counts it (SPEC §4.2).
                     self.leases.failed(time.monotonic())  # they cannot be renewed now
-                    if not (self.spec.continuous and error.connection_lost) \
-                            or not self._recover():
+                    if not (self.spec.continuous and error.connection_lost) or not self._recover():
                         raise
         except DatabaseError as error:
             self._abandon_all(error)
@@ -255,9 +257,7 @@ class Coordinator:
                     conn, maintenance, events=self.engine.events, observer=self.engine.observer,
                     start=None if self.spec.continuous else self.spec.history,
                     deadline=self.spec.deadline)
-        except DatabaseError:
-            raise
-        except Exception as error:
+        except Exception as error:  # a DatabaseError as it is, anything else as one
             raise as_database_error(error, "maintenance", conn) from None
         self.row.tick_id = self.engine.last_tick_id = done.tick_id
         self.claims.seeded(done.seed, done.key_seed)  # SPEC §24: start where the last run left off

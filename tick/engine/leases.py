@@ -48,6 +48,10 @@ GIVE_UP_AT = 0.5
 # How soon a renewal that failed is sent again (with a round trip that goes
 # anyway, or one of its own).
 RETRY_SECS = 0.25
+# An exchange with the server answers before any renewed lease is this far
+# spent, or the connection is given up on: a database silent on an open
+# socket fails the renewals then, not after the watchdog's minute.
+ANSWER_BY_AT = 0.75
 # How often the claims of long-running jobs are checked for an operator cancel.
 FENCE_CHECK_SECS = 2.0
 # What a run cancelled for its lease is recorded as (SPEC §26: `Retry("lease lost")`).
@@ -220,6 +224,18 @@ class Leases:
                 del self._leases[job_id]
                 out.append(lease.run)
         return out
+
+    def answer_by(self) -> float | None:
+        """The instant an exchange must answer by while leases are renewed
+        (None: none is): the earliest lease three quarters spent. Past it,
+        the connection is closed as silent, the renewals count as failed,
+        and the runs past half their lease cancel themselves, before the
+        lease could lapse and another worker rescue the job; waiting on the
+        socket, they ran on past their lease while another worker ran the
+        job too."""
+        if not self._leases:
+            return None
+        return min(lease.at(ANSWER_BY_AT) for lease in self._leases.values())
 
     def next_give_up(self) -> float:
         """When `given_up` would next return a run, while renewals fail."""

@@ -91,7 +91,7 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
 ), claimed AS (
     UPDATE ONLY awc.jobs AS j
     SET state = 'RUNNING',
-        attempts = j.attempts + 1,
+        attempts = least(j.attempts, 2147483646) + 1,  -- int max: spent, not an overflow
         locked_by = (%(slots)s::text[])[ready.n + (SELECT claimed FROM plan)],
         locked_until = now() + make_interval(secs => least(
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),

@@ -335,7 +335,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 ), claimed AS (
     UPDATE ONLY awc.jobs AS j
     SET state = 'RUNNING',
-        attempts = j.attempts + 1,
+        attempts = least(j.attempts, 2147483646) + 1,  -- int max: spent, not an overflow
         locked_by = (%(slots)s::text[])[a.n],
         locked_until = now() + make_interval(secs => least(
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),

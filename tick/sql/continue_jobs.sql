@@ -6,8 +6,8 @@
 -- (no join to the batch: tests/test_plans.py).
 UPDATE ONLY awc.jobs AS j
 SET state = 'PENDING',
-    attempts = greatest(j.attempts - 1, 0),
-    continues = j.continues + 1,
+    attempts = greatest(j.attempts, 1) - 1,
+    continues = least(j.continues, 2147483646) + 1,
     checkpoint = coalesce(
         (%(states)s::text[])[array_position(%(ids)s::bigint[], j.id)]::jsonb, j.checkpoint),
     run_at = now() + make_interval(

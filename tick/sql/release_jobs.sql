@@ -5,7 +5,7 @@
 -- plan can walk the RUNNING rows once per batch entry (tests/test_plans.py).
 UPDATE ONLY awc.jobs AS j
 SET state = 'PENDING',
-    attempts = greatest(j.attempts - 1, 0),
+    attempts = greatest(j.attempts, 1) - 1,
     locked_by = NULL,
     locked_until = NULL,
     claim_token = NULL,

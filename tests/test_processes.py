@@ -114,6 +114,31 @@ def test_sigterm_finishes_running_jobs_and_releases_the_rest(
     assert (job_row(conn, never)["state"], job_row(conn, never)["attempts"]) == ("PENDING", 0)
 
 
+def test_a_burst_of_sigterms_stops_a_tick_and_a_loop_as_one_does(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """`timeout` signals a process and then its group; a second SIGTERM
+    handled inside the first one's `Event.set` waited on the lock its own
+    frame held: about one run in three hung for good (its job left
+    RUNNING). Five rounds of each driver, 300 signals each."""
+    env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_POLL_INTERVAL_MS": "100"}
+    for command in (["loop"], ["tick", "--max-secs", "60"]) * 5:
+        conn.execute("DELETE FROM awc.jobs")
+        job = enqueue(conn, "patient", {"seconds": 60})
+        proc = spawn(env, *command)
+        wait_for(lambda j=job: job_row(conn, j)["state"] == "RUNNING", what="the job to start")
+        for _ in range(300):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except Exception:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError(f"awc {command[0]} hung after a burst of SIGTERMs") from None
+        assert proc.returncode == 0, err[-2000:]
+        assert job_row(conn, job)["state"] == "PENDING"  # released, not left RUNNING
+
+
 def test_on_sigterm_a_handler_tells_a_stop_from_a_cancel(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

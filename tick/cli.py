@@ -50,15 +50,33 @@ def cli() -> None:
 def _stop_on_signals(stop: threading.Event, wake: Callable[[], None] | None = None) -> None:
     """SIGTERM/SIGINT: set `stop` (claim nothing more, let running jobs finish
     within the stop grace, release the rest: SPEC §7.1), then `wake` what
-    waits for work, so it sees the stop at once."""
+    waits for work, so it sees the stop at once.
 
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-        if wake is not None:
-            wake()
+    Not in the signal handler: setting an event or putting to a queue takes
+    a lock, and a second signal handled inside that, on the same thread,
+    waited for ever on the lock its own frame held (a burst of SIGTERMs, as
+    `timeout` sends to a process and its group, hung `awc loop` and `awc
+    tick` about one time in three). The handler does nothing; the signal's
+    byte reaches a thread through the wakeup pipe, and that thread stops."""
+    import os
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    reader, writer = os.pipe()
+    os.set_blocking(writer, False)  # a full pipe drops a byte, never blocks a handler
+
+    def relay() -> None:
+        while os.read(reader, 64):
+            stop.set()
+            if wake is not None:
+                wake()
+
+    threading.Thread(target=relay, name="awc-signals", daemon=True).start()
+    signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _let_through)
+
+
+def _let_through(signum: int, frame: Any) -> None:
+    """A signal's Python handler: nothing (its byte went down the wakeup pipe)."""
 
 
 @cli.command("tick")

@@ -47,8 +47,8 @@ def rows(request: ClaimRequest, n: int) -> list[ClaimedRow]:
         (claims(4, max_jobs=3), ["s1", "s2", "s3"], None),
         # ... and ends claiming once reached.
         (claims(4, max_jobs=5, claimed=5), None, "max_jobs"),
-        # Too little time before the deadline: claiming ends.
-        (claims(4, deadline=NOW + MIN_CLAIM_SECS / 2), None, "deadline"),
+        # A run shorter than a second claims while half of it is left ...
+        (claims(4, deadline=NOW + MIN_CLAIM_SECS / 2), ["s0", "s1", "s2", "s3"], None),
         (claims(4, deadline=NOW - 1), None, "deadline"),
         # Enough time: a claim, its leases capped by what is left.
         (claims(2, deadline=NOW + 60), ["s0", "s1"], None),
@@ -60,7 +60,7 @@ def rows(request: ClaimRequest, n: int) -> list[ClaimedRow]:
         "max-jobs-left",
         "max-jobs-cap",
         "max-jobs-reached",
-        "deadline-close",
+        "deadline-short-run",
         "deadline-past",
         "deadline-far",
     ],
@@ -69,6 +69,19 @@ def test_what_a_claim_asks_for(state: Claims, asked: list[str] | None, ended: st
     request = state.request(NOW)
     assert (None if request is None else request.slots) == asked
     assert state.ended == ended
+
+
+def test_claiming_ends_a_second_before_the_deadline_or_at_half_a_short_run() -> None:
+    # Too little time before the deadline: claiming ends.
+    state = claims(4, deadline=NOW + 60)
+    assert state.request(NOW) is not None
+    state.free = ["s0"]
+    assert state.request(NOW + 60 - MIN_CLAIM_SECS / 2) is None and state.ended == "deadline"
+    short = claims(4, deadline=NOW + 0.6)  # `--max-secs 1`, 0.4 s spent starting
+    assert short.request(NOW) is not None
+    short.free = ["s0"]
+    assert short.request(NOW + 0.2) is not None  # 0.4 left: more than half of 0.6
+    assert short.request(NOW + 0.4) is None and short.ended == "deadline"
 
 
 @pytest.mark.parametrize(

@@ -55,3 +55,26 @@ def test_whole_numbers_in_digits_still_work(
     result = CliRunner().invoke(cli, ["enqueue", "noop", "--priority", "-5"], env=awc_env)
     assert result.exit_code == 0, result.output
     assert conn.execute("SELECT priority FROM awc.jobs").fetchall() == [(-5,)]
+
+
+@pytest.mark.parametrize(("flag", "value", "bounds"), [
+    ("--max-secs", "0", "between 1 and 604800"), ("--max-jobs", "0", "between 1 and 10000000"),
+    ("--concurrency", "257", "between 1 and 256")])
+def test_a_run_flag_out_of_range_is_a_usage_error_naming_the_flag(
+        awc_env: dict[str, str], flag: str, value: str, bounds: str) -> None:
+    # It was a settings error naming AWC_TICK_MAX_SECS (exit 1) for a flag.
+    output = usage_error(["tick", flag, value], awc_env)
+    assert flag in output and bounds in output
+
+
+def test_a_tick_of_one_second_claims(conn: psycopg.Connection[Any],
+                                     awc_env: dict[str, str]) -> None:
+    """The budget counts from the process's start, and no claim went out
+    with less than a second left: `--max-secs 1` ran nothing, ever."""
+    from tests.support import run_awc
+
+    for _ in range(5):
+        conn.execute("INSERT INTO awc.jobs (kind) VALUES ('noop')")
+    done = run_awc(awc_env, "tick", "--max-secs", "1", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'PENDING'").fetchone() == (0,)

@@ -27,7 +27,7 @@ from tick.cli_schedules import schedules_group
 from tick.cli_types import Whole
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
-from tick.settings import Settings, load_settings
+from tick.settings import COUNT_MAX, MAX_CONCURRENCY, WEEK, Settings, load_settings
 
 
 def _connect(settings: Settings) -> Any:
@@ -80,9 +80,12 @@ def _let_through(signum: int, frame: Any) -> None:
 
 
 @cli.command("tick")
-@click.option("--max-jobs", type=Whole(), help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
-@click.option("--max-secs", type=Whole(), help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
-@click.option("--concurrency", type=Whole(), help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+@click.option("--max-jobs", type=Whole(1, COUNT_MAX),
+              help="Most jobs to claim [AWC_TICK_MAX_JOBS].")
+@click.option("--max-secs", type=Whole(1, WEEK),
+              help="Wall-time budget in seconds [AWC_TICK_MAX_SECS].")
+@click.option("--concurrency", type=Whole(1, MAX_CONCURRENCY),
+              help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
 @click.option("--kind", "kinds", multiple=True, type=NAME,
               help="Only claim this kind (repeatable).")
 @click.option("--queue", "queues", multiple=True, type=NAME,
@@ -150,7 +153,8 @@ def _log_format() -> str:
 
 
 @cli.command("loop")
-@click.option("--concurrency", type=Whole(), help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
+@click.option("--concurrency", type=Whole(1, MAX_CONCURRENCY),
+              help="Jobs run at once [AWC_WORKER_CONCURRENCY].")
 @click.option("--kind", "kinds", multiple=True, type=NAME,
               help="Only claim this kind (repeatable).")
 @click.option("--queue", "queues", multiple=True, type=NAME,

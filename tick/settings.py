@@ -52,6 +52,7 @@ WEEK = 7 * 86400
 DAY = 86400
 CENTURY = 100 * 365 * 86400
 COUNT_MAX = 10_000_000
+MAX_CONCURRENCY = 256  # slots of one process
 
 UI_TOKEN_MIN = 16
 UI_TOKEN_MAX = 1024
@@ -108,7 +109,7 @@ class Settings(BaseModel):
     database_url_file: str | None = None
     cas_url: str | None = None
     worker_id: str = Field(default="awc-worker", min_length=1, max_length=200)
-    worker_concurrency: int = Field(default=4, ge=1, le=256)
+    worker_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
     worker_lease_secs: Annotated[int, Field(ge=1, le=WEEK)] = 300
     worker_poll_interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
     tick_max_jobs: Count = 100

@@ -48,6 +48,10 @@ class Claims:
         self.held_back = False
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
+        # The least left for a claim: a second, or half of what the run had
+        # at its first claim (`--max-secs 1` counts from the process's start,
+        # and a floor of a second left a run of 1 s no claim at all).
+        self.floor: float | None = None
 
     def seeded(self, seed: Sequence[Any] | None, key_seed: str | None = None) -> None:
         """Start from the cursor the last run left (SPEC §24, cursor.py),
@@ -76,7 +80,9 @@ class Claims:
         if ended is not None or not self.free or now < self.idle_until:
             return None
         left = math.inf if spec.deadline is None else spec.deadline - now
-        if left < MIN_CLAIM_SECS:
+        if self.floor is None:
+            self.floor = min(MIN_CLAIM_SECS, max(left, 0.0) / 2)
+        if left < self.floor:
             self.ended = "deadline"
             return None
         want = len(self.free)

@@ -196,3 +196,31 @@ def test_next_previews_a_cron_before_it_is_added(awc_env: dict[str, str]) -> Non
         bad = run_awc(env, "schedules", "next", *args)
         assert bad.returncode == 2, (args, bad.stderr)
         assert hint in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_status_jobs_list_and_ticks_stay_bounded_by_megabyte_rows(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """Rows written by plain SQL with a megabyte kind, error or worker id:
+    `awc status` printed a 1 MB line for the kind and 2.7 MB for the
+    escaped error; `awc jobs list` and `awc ticks` read every byte of
+    every row to print 60 characters of each (243 MB for 100 rows)."""
+    big = "\x1b" * 1_000_000
+    conn.execute("INSERT INTO awc.jobs (kind, state, last_error, finished_at) "
+                 "VALUES (%s, 'FAILED', %s, now())", ("k" * 1_000_000, big))
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, finished_at, error) "
+                 "VALUES ('tick', %s, now() - interval '1 minute', now(), %s)", ("w" * 10**6, big))
+    status = run_awc(awc_env, "status")
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert len(status.stdout) < 5_000, len(status.stdout)
+    as_json = run_awc(awc_env, "status", "--json")
+    assert as_json.returncode == 0 and len(as_json.stdout) < 20_000, len(as_json.stdout)
+    listed = run_awc(awc_env, "jobs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    (line,) = listed.stdout.splitlines()  # JSON lines
+    job = json.loads(line)
+    assert (len(job["kind"]), len(job["last_error"])) == (1000, 1000)
+    ticks = run_awc(awc_env, "ticks", "--json")
+    assert ticks.returncode == 0, ticks.stderr[-2000:]
+    (row,) = json.loads(ticks.stdout)  # one JSON array
+    assert (len(row["worker_id"]), len(row["error"])) == (1000, 1000)

@@ -23,7 +23,7 @@ from tick.cli_queue import (
 )
 from tick.cli_types import Whole
 from tick.settings import load_settings
-from tick.text import for_terminal
+from tick.text import clip, for_terminal
 from tick.words import DRIVERS, JOB_STATES
 
 
@@ -67,10 +67,10 @@ def status_command(as_json: bool) -> None:
     click.echo(f"oldest ready job: {'none' if age is None else f'{age:.1f}s'}")
     click.echo(f"dead letters: {data['dead_letters']}")
     for kind, counts in sorted(data["by_kind"].items()):  # kinds are the producers'
-        click.echo(f"  {for_terminal(kind)}: "
+        click.echo(f"  {clip(for_terminal(kind), 200)}: "
                    + "  ".join(f"{s}={n}" for s, n in sorted(counts.items())))
     for driver, last in sorted(data["last_ticks"].items()):
-        outcome = ("failed: " + for_terminal(last["error"]) if last["error"]
+        outcome = ("failed: " + clip(for_terminal(last["error"]), 300) if last["error"]
                    else last["stop_reason"])
         when = (f"at {_instant(last['finished_at'])}" if last["age_s"] is None
                 else f"{last['age_s']:.0f}s ago")
@@ -83,7 +83,7 @@ def status_command(as_json: bool) -> None:
                 else f"{ok:.0f}s ago")
         click.echo(line)
     for problem in data["schedule_problems"]:  # names are the operators': escaped
-        click.echo(f"schedule {for_terminal(problem['schedule'])}: {problem['fires']} "
+        click.echo(f"schedule {clip(for_terminal(problem['schedule']), 200)}: {problem['fires']} "
                    f"{problem['status']} fire(s) in the last 24 h, the last at "
                    f"{_instant(problem['last_fire_at'])} (awc schedules history NAME)")
 

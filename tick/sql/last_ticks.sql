@@ -4,10 +4,11 @@
 -- A row written by plain SQL may hold any instant PostgreSQL accepts (SPEC
 -- §4.2): one finished in the future has not finished yet, so it never hides
 -- the real last tick, and an infinite one has no age (subtracting it fails).
+-- Its error is read cut to 1,000 characters (a line of `awc status`).
 SELECT d.driver, last.finished_at,
        extract(epoch FROM now() - CASE WHEN isfinite(last.finished_at)
                                        THEN last.finished_at END)::float8,
-       last.stop_reason, last.error, ok.finished_at,
+       last.stop_reason, left(last.error, 1000), ok.finished_at,
        extract(epoch FROM now() - CASE WHEN isfinite(ok.finished_at)
                                        THEN ok.finished_at END)::float8
 FROM (SELECT DISTINCT driver FROM awc.ticks WHERE finished_at <= now()) AS d

@@ -3,9 +3,11 @@
 -- Stored instants are compared, never added to: a row written by plain SQL
 -- may hold any instant PostgreSQL accepts (SPEC §4.2), and `started_at + 1 hour`
 -- fails past its last year.
-SELECT id, driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
+SELECT id, driver, left(worker_id, 1000) AS worker_id,
+       left(correlation_id, 1000) AS correlation_id, started_at, finished_at, deadline_at,
        claimed, completed, retried, failed, cancelled, released, discarded, continued,
-       rescued, pruned, fired, stop_reason, error,
+       rescued, pruned, fired, stop_reason,
+       left(error, 1000) AS error,  -- read cut, as awc jobs list's (list_jobs.sql)
        (finished_at IS NULL AND coalesce(deadline_at < now(), started_at < now() - interval '1 hour'))
            AS died
 FROM awc.ticks

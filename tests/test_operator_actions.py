@@ -273,3 +273,24 @@ def test_migration_0027_gives_the_fail_dead_letters_their_finished_at(
     rows = dict(conn.execute("SELECT id, now() - finished_at > interval '4 days' "
                              "FROM awc.jobs WHERE id = ANY(%s)", ([old, done],)).fetchall())
     assert rows == {old: True, done: False}
+
+
+def test_a_job_whose_names_no_producer_writes_is_left_out_of_a_bulk_retry(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A FAILED row of plain SQL with a megabyte kind cannot enter the ready
+    jobs' indexes: it failed the whole bulk retry (ProgramLimitExceeded,
+    naming no job) and the other five stayed FAILED."""
+    for kind in ["noop"] * 5 + ["k" * 1_000_000]:
+        conn.execute("INSERT INTO awc.jobs (kind, state, finished_at) "
+                     "VALUES (%s, 'FAILED', now())", (kind,))
+    done = run_awc(awc_env, "retry", "--state", "failed", "--yes")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("5 jobs retried")
+    rows = conn.execute("SELECT state, count(*) FROM awc.jobs GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("FAILED", 1), ("PENDING", 5)]
+    odd = conn.execute("SELECT id FROM awc.jobs WHERE state = 'FAILED'").fetchone()
+    assert odd is not None
+    one = run_awc(awc_env, "retry", str(odd[0]))
+    assert one.returncode == 1
+    assert "longer than a producer writes" in one.stderr

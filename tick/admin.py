@@ -156,6 +156,10 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
         if state is None:
             raise JobNotFound(f"job {job_id} does not exist")
         if state in DEAD_STATES:
+            oversized = conn.execute(sql("oversized_names"), {"id": job_id}).fetchone()
+            if oversized is not None and oversized[0]:
+                raise JobStateError(f"job {job_id} cannot be retried: its kind, queue, key or "
+                                    "dedupe key is longer than a producer writes")
             raise held  # revive_jobs left it: its dedupe key is live
         raise JobStateError(
             f"job {job_id} is {state}; only FAILED or CANCELLED jobs can be retried")

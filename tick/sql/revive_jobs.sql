@@ -16,6 +16,10 @@ WITH reviving AS MATERIALIZED (
     FROM ONLY awc.jobs AS j
     WHERE j.id = ANY(%(ids)s::bigint[])
       AND j.state IN ('FAILED', 'CANCELLED')
+      -- Names no producer writes (a row of plain SQL) cannot enter the
+      -- ready jobs' indexes: one such row failed the whole retry.
+      AND length(j.kind) <= 200 AND length(j.queue) <= 200
+      AND coalesce(length(j.key), 0) <= 200 AND coalesce(length(j.dedupe_key), 0) <= 1000
       AND (j.dedupe_key IS NULL OR NOT EXISTS (
                SELECT 1 FROM ONLY awc.jobs AS live
                WHERE live.dedupe_key = j.dedupe_key AND live.state IN ('PENDING', 'RUNNING')))

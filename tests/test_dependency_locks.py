@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -40,6 +41,39 @@ def locked_elsewhere(db_url: str, job_id: int) -> bool:
     return row is None
 
 
+def completed_while_producing(conn: psycopg.Connection[Any], db_url: str, parent: int,
+                              produce: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+    """Run `produce` on a connection of its own while a fenced completion of
+    `parent` (which moves its row to a finished part) waits to commit; the
+    completion commits once the producer waits on the parent's row. What
+    `produce` returned, or the error it raised."""
+    token = claimed(conn, parent)
+    out: list[Any] = []
+
+    def run() -> None:
+        with psycopg.connect(db_url) as producer:
+            try:
+                out.append(produce(producer))
+                producer.commit()
+            except (EnqueueError, psycopg.Error) as error:
+                out.append(error)
+
+    with psycopg.connect(db_url) as worker:
+        worker.execute(sql("complete_jobs"),
+                       {"ids": [parent], "tokens": [token], "results": ['{"r": 1}']})
+        thread = threading.Thread(target=run)
+        thread.start()
+        for _ in range(500):
+            waiting = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                                   "AND locktype = 'transactionid'").fetchone()
+            if waiting and waiting[0]:
+                break
+            thread.join(0.01)
+        worker.commit()
+        thread.join(20)
+    return out[0]
+
+
 def test_a_refused_enqueue_keeps_none_of_its_parents_locked(
         conn: psycopg.Connection[Any], db_url: str) -> None:
     parent = enqueue(conn, "noop")
@@ -56,34 +90,10 @@ def test_a_refused_enqueue_keeps_none_of_its_parents_locked(
 def test_a_parent_completed_while_its_lock_waits_counts_as_done(
         conn: psycopg.Connection[Any], db_url: str) -> None:
     parent = enqueue(conn, "noop")
-    token = claimed(conn, parent)
-    with psycopg.connect(db_url) as worker:
-        # The fenced completion moves the row to a finished part; not committed yet.
-        worker.execute(sql("complete_jobs"),
-                       {"ids": [parent], "tokens": [token], "results": ['{"r": 1}']})
-        out: dict[str, Any] = {}
-
-        def produce() -> None:
-            with psycopg.connect(db_url) as producer:
-                try:
-                    out["id"] = enqueue(producer, "noop", after=[parent])
-                    producer.commit()
-                except EnqueueError as error:
-                    out["error"] = str(error)
-
-        thread = threading.Thread(target=produce)
-        thread.start()
-        # Once the producer waits on the parent's row, the completion commits.
-        for _ in range(500):
-            waiting = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
-                                   "AND locktype = 'transactionid'").fetchone()
-            if waiting and waiting[0]:
-                break
-            thread.join(0.01)
-        worker.commit()
-        thread.join(20)
-    assert "error" not in out, out  # before: "after: names job N, which does not exist"
-    child = job_row(conn, out["id"])
+    got = completed_while_producing(
+        conn, db_url, parent, lambda producer: enqueue(producer, "noop", after=[parent]))
+    assert isinstance(got, int), got  # before: "after: names job N, which does not exist"
+    child = job_row(conn, got)
     assert (child["state"], child["waiting"]) == ("PENDING", 0)
     assert job_row(conn, parent)["state"] == "COMPLETED"
 
@@ -175,33 +185,13 @@ def test_plain_sql_declares_parents_of_this_transactions_own_jobs_only(
 def test_plain_sql_finds_a_parent_completed_while_its_lock_waits(
         conn: psycopg.Connection[Any], db_url: str) -> None:
     parent = enqueue(conn, "noop")
-    token = claimed(conn, parent)
-    with psycopg.connect(db_url) as worker:
-        worker.execute(sql("complete_jobs"),
-                       {"ids": [parent], "tokens": [token], "results": ['{"r": 1}']})
-        out: dict[str, Any] = {}
 
-        def produce() -> None:
-            with psycopg.connect(db_url) as producer:
-                try:
-                    child = producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') "
-                                             "RETURNING id").fetchone()
-                    assert child is not None
-                    out["waiting"] = producer.execute(
-                        "SELECT awc.declare_parents(%s, ARRAY[%s]::bigint[])",
-                        (child[0], parent)).fetchone()
-                    producer.commit()
-                except psycopg.Error as error:
-                    out["error"] = str(error)
+    def produce(producer: psycopg.Connection[Any]) -> Any:
+        child = producer.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') RETURNING id"
+                                 ).fetchone()
+        assert child is not None
+        return producer.execute("SELECT awc.declare_parents(%s, ARRAY[%s]::bigint[])",
+                                (child[0], parent)).fetchone()
 
-        thread = threading.Thread(target=produce)
-        thread.start()
-        for _ in range(500):
-            waiting = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
-                                   "AND locktype = 'transactionid'").fetchone()
-            if waiting and waiting[0]:
-                break
-            thread.join(0.01)
-        worker.commit()
-        thread.join(20)
-    assert out == {"waiting": (0,)}  # before: "after names job N, which does not exist"
+    # Before: "after names job N, which does not exist".
+    assert completed_while_producing(conn, db_url, parent, produce) == (0,)

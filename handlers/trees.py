@@ -171,6 +171,21 @@ class Walk:
         if self.journaled:
             self.news.append((digest, kind, "todo"))
 
+    def revisit(self) -> None:
+        """Visit again what was missing or corrupt: a producer may have
+        uploaded it since, or written it anew, and a tree there now leads on
+        to children the walk has not marked (GC deleted a live snapshot's
+        blob that way: its tree was missing at the mark, then uploaded and
+        registered while the epoch ran)."""
+        absent = self.missing | self.corrupt
+        again = [key for key in self.visited if key[0] in absent]
+        self.missing.clear()
+        self.corrupt.clear()
+        self.mismatched.clear()
+        for key in again:
+            self.visited.discard(key)
+            self.plan(*key)
+
 
 def walk_closure(
     store: ObjectStore,
@@ -184,9 +199,9 @@ def walk_closure(
 ) -> Walk:
     """Visit every object reachable from `root`, once per (digest, type).
 
-    With `verify`, each object is hashed against its digest; a mismatch, or a
-    tree that is not canonical, is corrupt and its children are not followed.
-    Without it (GC's mark) blobs are not read, only trees. `between` runs
+    Each tree is hashed against its digest; with `verify`, each blob too. A
+    mismatch, or a tree that is not canonical, is corrupt and its children
+    are not followed. Without `verify` (GC's mark) blobs are not read. `between` runs
     before each object read (heartbeat, cancellation check). Transport
     failures propagate as `StoreError`.
 
@@ -216,7 +231,11 @@ def walk_closure(
                 children: list[tuple[str, str]] = []
             else:
                 data = _read_tree(store, tenant_id, digest)
-                intact = not verify or digest_of(data) == digest
+                # A tree's hash is checked even by GC's mark (its bytes are
+                # read whole anyway): bytes decayed into another valid tree
+                # would lead the mark to other children, and the real ones
+                # would be deleted.
+                intact = digest_of(data) == digest
                 children = parse_tree(data) if intact else []
         except ObjectMissing:
             walk.found(digest, kind, "missing")

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from tick.handlers.producer import register_snapshot
 from tick.handlers.stores.base import digest_of
-from tick.handlers.trees import write_tree
+from tick.handlers.trees import encode_tree, write_tree
 
 from tests.support import TENANT, backdate, drain, wait_for
 from tests.support import configure_handlers as configure
@@ -181,3 +181,62 @@ def test_a_stale_epoch_whose_holder_lost_its_lease_is_taken_over(
     states = conn.execute("SELECT state FROM awc.gc_epochs ORDER BY id").fetchall()
     assert states == [("ABORTED",), ("COMPLETED",)]
     assert orphan not in _objects(env)
+
+
+class UploadDuringSweep(RegisterDuringSweep):
+    """The control plane of the upload protocol, mid-epoch: under the tenant's
+    key-share lock it writes one tree and registers a READY snapshot on it,
+    only checking that the tree's old child is present (as the protocol
+    allows)."""
+
+    def __init__(self, inner: Any, db_url: str, tree: bytes, child: str) -> None:
+        super().__init__(inner, self._upload)
+        self._db_url, self._tree, self._child = db_url, tree, child
+
+    def _upload(self) -> None:
+        with connect(self._db_url) as other, other.transaction():
+            other.execute("SELECT 1 FROM awc.tenants WHERE id = %s FOR KEY SHARE", (T,))
+            self._inner.put(T, self._tree)
+            assert self._inner.head(T, self._child) is not None
+            register_snapshot(other, T, digest_of(self._tree), validate=False, state="READY")
+
+
+@pytest.mark.parametrize("before", ["missing", "corrupt"])
+def test_gc_follows_a_tree_that_was_missing_or_corrupt_at_the_mark_and_is_there_now(
+    db_url: str, env: Any, conn: psycopg.Connection[Any], store_kind: str, before: str
+) -> None:
+    """A tree missing from the store when the epoch marked (under a snapshot
+    still validating), or corrupt there (under a failed one), then uploaded
+    with a snapshot that reaches it: the mark never read it again, and GC
+    deleted its old child, which a live snapshot reached (SPEC §10.5)."""
+    child = env.put(T, b"precious user data")
+    tree = encode_tree([{"name": "b", "digest": child, "type": "blob"}])
+    root = env.put(T, encode_tree([{"name": "t", "digest": digest_of(tree), "type": "tree"}]))
+    if before == "missing":
+        register_snapshot(conn, T, root, validate=False)  # VALIDATING
+        backdate(env, [child, root])
+    else:
+        env.put_at(T, digest_of(tree), b"garbage")
+        register_snapshot(conn, T, root, validate=False, state="FAILED")
+        backdate(env, [child, root, digest_of(tree)])
+    configure(db_url, UploadDuringSweep(env, db_url, tree, child))
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    drain(conn)
+    assert child in _objects(env)
+
+
+def test_gc_aborts_on_a_tree_whose_bytes_decayed_into_another_valid_tree(
+    env: Any, conn: psycopg.Connection[Any], store_kind: str
+) -> None:
+    """The mark read trees without checking their hash: a tree whose bytes
+    became another valid tree led it to other children, and GC deleted the
+    real ones, which a READY snapshot reached."""
+    real = write_tree(env, T, {"x": "the real child"})
+    other = write_tree(env, T, {"y": "another tree"})
+    root = env.put(T, encode_tree([{"name": "d", "digest": real, "type": "tree"}]))
+    register_snapshot(conn, T, root, validate=False, state="READY")
+    env.put_at(T, real, env.get(T, other))  # the tree's bytes, decayed into `other`'s
+    backdate(env, list(_objects(env)))
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    assert drain(conn).failed == 1  # the epoch aborts: the mark is incomplete
+    assert digest_of(b"the real child") in _objects(env)

@@ -107,7 +107,7 @@ class EpochLost(Exception):
 
 
 class MarkIncomplete(Exception):
-    """A live snapshot has a tree that does not parse: its children are unknown."""
+    """A live snapshot has a corrupt tree: its children are unknown."""
 
 
 class LockLost(Exception):
@@ -132,7 +132,8 @@ class Epoch:
     journal: Journal
     walk: Walk = field(default_factory=lambda: Walk(journaled=True))
     planned: set[UUID] = field(default_factory=set)  # live snapshots whose roots are walked
-    checked: set[str] = field(default_factory=set)  # unparsed trees known to harm no live one
+    # Live snapshots whose own closures reach none of these corrupt trees.
+    cleared: dict[UUID, frozenset[str]] = field(default_factory=dict)
     mark: set[str] = field(default_factory=set)
     deleted_before_loss: int = 0  # deletes of the batch whose lock was lost
 
@@ -142,6 +143,7 @@ class Epoch:
         what was added. With `pause`, the walk may stop near the claim's
         deadline, having written its journal: then None."""
         live = conn.execute(LIVE_SNAPSHOTS, {"tenant": self.tenant}).fetchall()
+        self.walk.revisit()  # what was missing or corrupt may be there now
         for snap_id, root, _ in live:
             if snap_id not in self.planned:
                 self.walk.plan(root, "tree")
@@ -162,17 +164,21 @@ class Epoch:
         """A tree that does not parse hides its children: harmless under a
         FAILED or DEGRADED snapshot, fatal to the epoch if any other live
         snapshot reaches it. Rare, so each snapshot is walked on its own."""
-        unparsed = self.walk.corrupt - self.checked
+        unparsed = frozenset(self.walk.corrupt)
         if not unparsed:
             return
         for snap_id, root, state in live:
-            if state in ("FAILED", "DEGRADED"):
+            # Checked again when it is new, or corrupt trees were found since:
+            # a snapshot registered while the epoch ran may reach a tree
+            # already found harmless under a FAILED one.
+            if state in ("FAILED", "DEGRADED") or unparsed <= self.cleared.get(snap_id, set()):
                 continue
             own = walk_closure(self.rt.store, self.tenant, root, verify=False,
                                between=self.between)
-            if own.corrupt & unparsed:
-                raise MarkIncomplete(f"snapshot {snap_id} has a tree that does not parse")
-        self.checked |= unparsed
+            if own.corrupt:
+                raise MarkIncomplete(f"snapshot {snap_id} has a corrupt tree (it does not parse "
+                                     "or does not hash to its digest)")
+            self.cleared[snap_id] = unparsed
 
     def delete(self, digests: Iterable[str]) -> int:
         """Delete those of `digests` still unreachable and old, under the tenant lock."""

@@ -109,12 +109,17 @@ def _read_tree(store: ObjectStore, tenant_id: str, digest: str) -> bytes:
     return b"".join(parts)
 
 
-def _hashes_to(store: ObjectStore, tenant_id: str, digest: str) -> bool:
-    """True if the object's bytes hash to `digest`, read in chunks."""
+def _hashes_to(store: ObjectStore, tenant_id: str, digest: str,
+               between: Callable[[], None] | None = None) -> bool:
+    """True if the object's bytes hash to `digest`, read in chunks; `between`
+    runs every 16 chunks too, so a job cancelled or past its deadline stops
+    inside one huge blob (it hashed on after its tick had returned)."""
     hasher = hashlib.sha256()
     with closing(store.chunks(tenant_id, digest)) as chunks:
-        for chunk in chunks:
+        for n, chunk in enumerate(chunks, 1):
             hasher.update(chunk)
+            if between is not None and n % 16 == 0:
+                between()
     return "sha256:" + hasher.hexdigest() == digest
 
 
@@ -227,7 +232,7 @@ def walk_closure(
             between()
         try:
             if kind == "blob":
-                intact = _hashes_to(store, tenant_id, digest)
+                intact = _hashes_to(store, tenant_id, digest, between)
                 children: list[tuple[str, str]] = []
             else:
                 data = _read_tree(store, tenant_id, digest)

@@ -187,6 +187,18 @@ def test_an_object_file_that_is_a_link_is_never_read_through(tmp_path: Path) -> 
     assert secret.read_bytes() == b"not the store's"
 
 
+
+@pytest.mark.timeout(30)
+def test_an_object_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO where an object should be: opening it blocked the reading
+    thread for good (and the pooled connection a GC mark held)."""
+    store = open_store(f"file://{tmp_path}/store")
+    digest = digest_of(b"never written")
+    store.put(T, b"anything")  # makes the tenant's directories
+    os.mkfifo(tmp_path / "store" / T / "objects" / "sha256" / hex_of(digest))
+    with pytest.raises(StoreRefused, match="not a regular file"):
+        store.get(T, digest)
+
 # -- trees nested beyond any limit (item 7) ------------------------------------------------
 
 

@@ -71,7 +71,15 @@ class FileStore(ContentAddressed):
         name = hex_of(digest)
         try:
             with self._objects_dir(tenant_id) as folder:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                # Non-blocking, then only a regular file is read: opening a
+                # FIFO there blocked its thread for good (and held a pooled
+                # connection), a device never ended.
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                             dir_fd=folder)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise StoreRefused(f"{digest} is not a regular file; refused")
+            os.set_blocking(fd, True)
             with os.fdopen(fd, "rb") as source:
                 while chunk := source.read(CHUNK_SIZE):
                     yield chunk

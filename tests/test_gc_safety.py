@@ -285,3 +285,19 @@ def test_a_gc_payload_naming_a_tenant_with_a_newline_is_a_fail(
     assert drain(conn).failed == 1
     row = conn.execute("SELECT last_error FROM awc.jobs WHERE id = %s", (job,)).fetchone()
     assert row[0].startswith("ValidationError: tenant_id")
+
+
+@pytest.mark.parametrize("tenant", ["acme2\n", "..", "a/b"])
+def test_a_snapshot_of_a_tenant_no_store_takes_fails_at_once(
+    env: Any, conn: psycopg.Connection[Any], tenant: str
+) -> None:
+    """A tenant row of plain SQL whose id the store refuses: its snapshot's
+    validation was retried until its attempts ran out (a ValueError the
+    handler took for a transient one)."""
+    from tick.handlers.producer import ensure_tenant, register_snapshot
+
+    ensure_tenant(conn, tenant)
+    register_snapshot(conn, tenant, D, validate=True)
+    assert drain(conn).failed == 1
+    row = conn.execute("SELECT attempts, last_error FROM awc.jobs").fetchone()
+    assert row is not None and row[0] == 1 and "invalid tenant id" in row[1]

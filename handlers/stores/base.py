@@ -62,10 +62,16 @@ def hex_of(digest: str) -> str:
     return digest[7:]
 
 
+class InvalidTenant(StoreRefused, ValueError):
+    """A tenant id no store takes (a path separator, `..`, a newline): never
+    worth a retry, so a snapshot of such a tenant gets its Fail at once (it
+    was retried until its attempts ran out, and stayed VALIDATING)."""
+
+
 def check_tenant(tenant_id: str) -> str:
     """A tenant id safe to use as a path segment and key prefix."""
     if not isinstance(tenant_id, str) or TENANT.fullmatch(tenant_id) is None:
-        raise ValueError(f"invalid tenant id {str(tenant_id)[:80]!r}")
+        raise InvalidTenant(f"invalid tenant id {str(tenant_id)[:80]!r}")
     return tenant_id
 
 

@@ -13,7 +13,7 @@ from tick.handlers.kinds.ttl import Step, next_step
 from tick.handlers.producer import create_workspace, ensure_tenant, register_snapshot
 from tick.handlers.runtime import runtime
 from tick.handlers.stores.base import digest_of
-from tick.handlers.trees import write_tree
+from tick.handlers.trees import encode_tree, write_tree
 
 from tests.support import TENANT, drain, job_row, snapshot_state
 from tests.support import configure_handlers as configure
@@ -187,6 +187,9 @@ HOUR = timedelta(hours=1)
         ("EXPIRING", NOW - HOUR, NOW - 2 * HOUR, Step("EXPIRED", NOW - 2 * HOUR)),
         ("EXPIRING", NOW - HOUR, NOW - HOUR / 2, None),
         ("EXPIRED", NOW - HOUR, NOW - 9 * HOUR, None),
+        # A row of plain SQL, EXPIRING with no start: its grace starts now,
+        # written down (it started anew at every run, and never expired).
+        ("EXPIRING", NOW - HOUR, None, Step("EXPIRING", NOW)),
     ],
 )
 def test_ttl_machine(state: str, expires_at: datetime, since: datetime | None,
@@ -229,6 +232,25 @@ def test_workspace_expire_steps(env: Any, conn: psycopg.Connection[Any], state: 
     if after == "ACTIVE":
         assert row[1] is None
 
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+def test_a_record_at_the_last_version_moves_on(env: Any, conn: psycopg.Connection[Any]) -> None:
+    """The compare-and-set added one to `version`, which failed at an
+    integer's last value: the job was retried until its attempts ran out."""
+    ws = _workspace(conn, "ACTIVE", -HOUR)
+    conn.execute("UPDATE awc.workspaces SET version = 2147483647")
+    enqueue(conn, "workspace_expire", {"workspace_id": str(ws)})
+    assert drain(conn).completed == 1
+    assert conn.execute("SELECT state, version FROM awc.workspaces").fetchone() == (
+        "EXPIRING", -2147483648)
+    snap = _snap(conn, None, "VALIDATING", 0)
+    conn.execute("UPDATE awc.snapshots SET version = 2147483647, root_digest = %s",
+                 (env.put(T, encode_tree([])),))
+    enqueue(conn, "snapshot_validate", {"snapshot_id": str(snap)})
+    assert drain(conn).completed == 1
+    assert conn.execute("SELECT state, version FROM awc.snapshots").fetchone() == (
+        "READY", -2147483648)
 
 # -- retention ----------------------------------------------------------------------
 

@@ -22,11 +22,15 @@ FROM awc.snapshots WHERE id = %(id)s
 """
 
 # Every record write is a compare-and-set on version and state: a duplicate or
-# stale run matches nothing and changes nothing.
-SET_SNAPSHOT_STATE = """
+# stale run matches nothing and changes nothing. The version counts on past
+# an integer's last value by wrapping to its first (`NEXT_VERSION`): adding
+# one failed there, and the job was retried as if the failure would pass.
+NEXT_VERSION = "CASE WHEN version = 2147483647 THEN -2147483648 ELSE version + 1 END"
+
+SET_SNAPSHOT_STATE = f"""
 UPDATE awc.snapshots
 SET state = %(state)s, verdict = coalesce(%(verdict)s, verdict),
-    version = version + 1, updated_at = now()
+    version = {NEXT_VERSION}, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s AND state = %(expected)s
 RETURNING version
 """

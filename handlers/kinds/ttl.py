@@ -32,6 +32,9 @@ def next_step(
     if state == "EXPIRING":
         if expires_at > now:
             return Step("ACTIVE", None)
-        since = expiring_since or now
-        return Step("EXPIRED", since) if now - since >= grace else None
+        if expiring_since is None:
+            # A row of plain SQL: its grace starts now, and is written down,
+            # else every run started it again and it never expired.
+            return Step("EXPIRING", now)
+        return Step("EXPIRED", expiring_since) if now - expiring_since >= grace else None
     return None

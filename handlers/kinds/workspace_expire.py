@@ -9,6 +9,7 @@ from tick import Complete, Fail, JobContext, handler
 
 from ..runtime import runtime
 from .payloads import WorkspacePayload
+from .records import NEXT_VERSION
 from .ttl import next_step
 
 LOAD = """
@@ -16,9 +17,9 @@ SELECT state, expires_at, expiring_since, version, now()
 FROM awc.workspaces WHERE id = %(id)s
 """
 
-ADVANCE = """
+ADVANCE = f"""
 UPDATE awc.workspaces
-SET state = %(state)s, expiring_since = %(since)s, version = version + 1, updated_at = now()
+SET state = %(state)s, expiring_since = %(since)s, version = {NEXT_VERSION}, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s
 RETURNING state
 """

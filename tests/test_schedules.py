@@ -537,7 +537,9 @@ def test_a_tick_fires_schedules_only_until_its_deadline(
     took = time.monotonic() - began
     assert ticked.returncode == 0, ticked.stderr
     report = json.loads(ticked.stdout)
-    assert report["stop_reason"] == "deadline"
+    # What is left after the firing still claims (half of it, in so short a
+    # run): the jobs fired may all be run by then.
+    assert report["stop_reason"] in ("deadline", "drained"), report
     assert report["duration_s"] < 2.0, report  # the firing had 5 s of its own budget
     assert took < 6.0  # the process's start and exit included
     recorded = conn.execute("SELECT count(DISTINCT schedule) FROM awc.schedule_fires"

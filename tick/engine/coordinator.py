@@ -40,7 +40,6 @@ from tick.errors import DatabaseError
 from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
-from tick.watchdog import answering_by
 from tick.words import Record, StopReason
 
 # Longest the coordinator sleeps without looking at deadlines and stop.
@@ -77,6 +76,7 @@ class Coordinator:
     # -- the loop -------------------------------------------------------------
 
     def run(self) -> TickReport:
+        from tick.watchdog import answering_by  # psycopg's: not on the Lambda's cold import
         try:
             self._maintain()
             while True:

@@ -119,3 +119,57 @@ def test_the_rotation_across_keys_goes_on_from_one_tick_to_the_next(
     served = dict(conn.execute(
         "SELECT key, count(*) FROM awc.jobs WHERE state = 'COMPLETED' GROUP BY key").fetchall())
     assert sorted(served) == keys and set(served.values()) == {1}, served
+
+
+def ticks(env: dict[str, str], n: int, *args: str) -> None:
+    for _ in range(n):
+        done = run_awc(env, "tick", "--max-jobs", "4", "--json", *args)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+def served(conn: psycopg.Connection[Any], priority: int = 0) -> dict[str, int]:
+    return dict(conn.execute(
+        "SELECT coalesce(key, '<none>'), count(*) FROM awc.jobs "
+        "WHERE state = 'COMPLETED' AND priority = %s GROUP BY 1", (priority,)).fetchall())
+
+
+def test_the_rotation_goes_on_past_the_jobs_without_a_key(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """A run whose last key served was the jobs without a key (the key '')
+    left no cursor: the next tick began from an older run's, every time, and
+    keys a and b were never served again after the second tick."""
+    keys = list("abcde")
+    enqueue_keys(conn, keys, 10)
+    enqueue_many(conn, [{"kind": "noop"} for _ in range(10)])
+    ticks({**awc_env, "AWC_WORKER_CONCURRENCY": "4"}, 8)
+    got = served(conn)
+    assert sorted(got) == ["<none>", *keys] and min(got.values()) >= 4, got
+
+
+def test_a_filtered_tick_goes_on_with_the_rotation(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """`awc tick --kind` left no key cursor: every such tick began at the
+    first key, and key e was never served."""
+    keys = list("abcde")
+    enqueue_keys(conn, keys, 10)
+    ticks({**awc_env, "AWC_WORKER_CONCURRENCY": "4"}, 5, "--kind", "noop")
+    got = served(conn)
+    assert sorted(got) == keys and min(got.values()) >= 3, got
+
+
+def test_a_higher_prioritys_key_does_not_hold_the_rotation_below_it(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """The cursor was the last key served at the first priority served: one
+    priority-1 job of key m before each tick set it to m, and each tick's
+    priority-0 claims started after m (n, o, p every time: 14 keys never)."""
+    keys = [chr(ord("a") + n) for n in range(20)]
+    enqueue_keys(conn, keys, 5)
+    env = {**awc_env, "AWC_WORKER_CONCURRENCY": "4"}
+    for _ in range(5):
+        enqueue_many(conn, [{"kind": "noop", "key": "m", "priority": 1}])
+        ticks(env, 1)
+    assert served(conn, 1) == {"m": 5}
+    assert len(served(conn)) == 15, served(conn)  # three new keys a tick

@@ -65,10 +65,13 @@ class Claims:
 
     def left(self, now: float) -> dict[str, Any]:
         """The cursor for the run's history row to leave to the next
-        process; none from a filtered claimer."""
+        process; from a filtered claimer, the key cursor alone (any key is
+        a place to start the rotation; a filtered run left none, and every
+        `awc tick --kind` began at the first key)."""
+        left = self.cursor.left(now)
         if self._spec.kinds is None and self._spec.queues is None:
-            return self.cursor.left(now)
-        return dict(NO_SEED)
+            return left
+        return {**NO_SEED, "key_after": left["key_after"]}
 
     def request(self, now: float, riding: bool = False) -> ClaimRequest | None:
         """The claim to send now, or None (nothing free, idle, or ended).
@@ -115,7 +118,7 @@ class Claims:
         self.cursor.moved(mark, time.monotonic())
         self.fair = fair.next
         if fair.key is not None:
-            self.cursor.key_after = fair.key
+            self.cursor.served_key(fair.key)
         if self.ended == "drained":
             self.ended = None  # a claim rode a flush: drained again only if it is short
         taken = {row.slot for row in rows}

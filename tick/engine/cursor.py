@@ -61,8 +61,10 @@ class Cursor:
     rewind: Key | None = None  # the first key passed over with jobs due later
     rewind_at: float = 0.0  # monotonic instant the first of those is due
     # The fair claim's key cursor (SPEC §23, decision 0034): the last key it
-    # served; the next claim starts with the key after it ('' : from the start).
+    # served; the next claim starts with the key after it ('' : from the start,
+    # or after the jobs without a key, which are the key '').
     key_after: str = ""
+    key_moved: bool = False  # a fair claim set `key_after` in this run
 
     def params(self, now: float) -> dict[str, Any]:
         """The next claim's cursor parameters; a rewind that is due moves
@@ -89,14 +91,20 @@ class Cursor:
         """Go on with the rotation across keys where the last run left it
         (claim_key_seed.sql's key, None if none), unless this one has
         served keys already (SPEC §23)."""
-        if key_after is not None and not self.key_after:
+        if key_after is not None and not self.key_moved:
             self.key_after = key_after
+
+    def served_key(self, key: str) -> None:
+        """A fair claim served keys up to `key`: the next starts after it."""
+        self.key_after, self.key_moved = key, True
 
     def left(self, now: float) -> dict[str, Any]:
         """This cursor as a history row keeps it for the next process
         (finish_tick, record_tick): all None before any claim."""
-        # SPEC §23: the key cursor too ('' , the first key: none to leave).
-        key_after = self.key_after or None
+        # SPEC §23: the key cursor too, once a fair claim moved it ('' is a
+        # cursor: after the jobs without a key; it was taken for none, and
+        # the next process started from an older run's key, every time).
+        key_after = self.key_after if self.key_moved else None
         if self.xmax is None:
             return {**NO_SEED, "key_after": key_after}
         rewind = self.rewind

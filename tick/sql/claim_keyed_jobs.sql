@@ -372,13 +372,18 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
                    WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
-    -- The next key cursor: the last key served at the first priority served,
+    -- The next key cursor: the last key served at the last priority served,
     -- so the next claim starts with the key after it; when none was served
     -- (a per-key limit held every key walked), past the keys walked, so the
-    -- next claim reaches the keys after them.
-    -- (`found` is read only then: coalesce stops at the first value.)
-    SELECT coalesce((SELECT c.k FROM chosen AS c ORDER BY c.p, c.n DESC LIMIT 1),
-                    (SELECT f.k FROM found AS f ORDER BY f.p, f.n DESC LIMIT 1)) AS k
+    -- next claim reaches the keys after them. The last priority, not the
+    -- first: every key of a priority above it was served (a priority is
+    -- taken whole before the next), and the rotation matters where the
+    -- slots ran out. (From the first, one job of a higher priority each
+    -- claim set the cursor to its key, and the claims of the priority below
+    -- started after that key every time: the keys before it were never
+    -- served.) (`found` is read only then: coalesce stops at the first value.)
+    SELECT coalesce((SELECT c.k FROM chosen AS c ORDER BY c.p DESC, c.n DESC LIMIT 1),
+                    (SELECT f.k FROM found AS f ORDER BY f.p DESC, f.n DESC LIMIT 1)) AS k
 ), more AS MATERIALIZED (
     -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
     -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a

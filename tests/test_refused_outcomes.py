@@ -126,3 +126,26 @@ def test_a_payload_nested_too_deep_to_decode_is_a_fail(conn: psycopg.Connection[
     row = conn.execute("SELECT state, last_error FROM awc.jobs WHERE id = %s",
                        (job_id,)).fetchone()
     assert row == ("FAILED", "PayloadError: payload is nested too deeply to decode")
+
+
+def test_a_payload_with_an_integer_too_long_to_decode_is_a_fail(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """jsonb stores an integer of any length; Python converts at most 4,300
+    digits: such a row (written by plain SQL) was retried until its attempts
+    ran out, as if the next try could decode it."""
+    job = enqueue(conn, "good")
+    conn.execute("UPDATE awc.jobs SET payload = ('{\"n\": ' || repeat('9', 5000) || '}')::jsonb "
+                 "WHERE id = %s", (job,))
+    report = tick(conn, registry=registry_with(good=lambda ctx, p: {}), max_secs=30)
+    assert report.failed == 1 and report.retried == 0
+    row = conn.execute("SELECT state, attempts, last_error FROM awc.jobs").fetchone()
+    assert row == ("FAILED", 1, "PayloadError: payload holds a number too long to decode")
+
+
+def test_enqueue_names_an_integer_of_too_many_digits() -> None:
+    from tick.errors import EnqueueError
+    from tick.payloads import payload_json
+
+    with pytest.raises(EnqueueError, match="holds an integer of too many digits"):
+        payload_json({"n": 10**5000})

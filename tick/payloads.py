@@ -48,6 +48,8 @@ def _refusal(error: ValueError) -> str:
     two things, never the value."""
     if "ircular" in str(error):
         return "holds itself (a circular reference)"
+    if "digits" in str(error):  # Python's limit on an integer's conversion to text
+        return "holds an integer of too many digits"
     return "holds NaN or an infinite number"
 
 

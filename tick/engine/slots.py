@@ -221,6 +221,11 @@ def _run_handler(run: Run) -> tuple[Record, str | None, float | None, str | None
         # jsonb nests deeper than Python decodes: retrying cannot help.
         return (Record.FAIL, error_text("PayloadError", "payload is nested too deeply to decode"),
                 None, None)
+    except ValueError:
+        # An integer of more digits than Python converts (jsonb keeps any):
+        # no retry decodes it either.
+        return (Record.FAIL, error_text("PayloadError", "payload holds a number too long to "
+                                        "decode"), None, None)
     if handler.payload is not None:
         from pydantic import ValidationError
 

@@ -778,3 +778,48 @@ def test_a_job_page_says_what_holds_a_job_whose_count_and_parents_disagree(
     page = signed_in(console).get(f"/jobs/{child}").text
     assert 'id="held"' in page and "Its own count says it waits for 1 parent," in page
     assert "1 of its parents no longer exist" in page
+
+
+def test_a_schedule_action_acts_on_its_own_schedule_whatever_its_name(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """A browser resolves `..` path segments before it sends: the Pause of
+    a schedule named `victim/x/..` posted to /schedules/victim/pause and
+    paused another schedule. Names go in a path as one segment, every `/`
+    escaped, and `.` and `..` are no names."""
+    from urllib.parse import urljoin
+
+    from tick.schedules import Schedule, ScheduleError
+
+    for name in ("victim", "victim/x/.."):
+        conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
+                     "VALUES (%s, '0 3 * * *', 'report', now() + interval '1 hour')", (name,))
+    client = signed_in(console)
+    listing = client.get("/schedules").text
+    link = re.search(r'href="(/schedules/victim%2Fx%2F\.\.)"', listing)
+    assert link is not None, listing[-3000:]
+    page = client.get(link.group(1))
+    action = re.search(r'action="([^"]*/pause)"', page.text)
+    assert action is not None
+    # What a browser sends: the action resolved against the page's address.
+    sent = urljoin(f"{console}{link.group(1)}", html.unescape(action.group(1)))
+    assert client.post(sent, data={"csrf": csrf_of(page.text)}).status_code == 303
+    paused = dict(conn.execute("SELECT name, paused FROM awc.schedules").fetchall())
+    assert paused == {"victim": False, "victim/x/..": True}
+    for name in (".", ".."):
+        with pytest.raises(ScheduleError, match=r"must not be \. or \.\."):
+            Schedule(name, "@daily", "report").checked()
+
+
+def test_pages_stay_bounded_by_a_megabyte_kind_and_queue(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """A job of plain SQL with a megabyte kind and queue made the overview
+    4 MB and every jobs page 2 MB (the producer writes at most 200
+    characters; the table's check only refuses an empty kind)."""
+    big = "k" * 1_000_000
+    row = conn.execute("INSERT INTO awc.jobs (kind, queue, state, finished_at) "
+                       "VALUES (%s, %s, 'FAILED', now()) RETURNING id", (big, big)).fetchone()
+    assert row is not None
+    client = signed_in(console)
+    for path in ("/", "/jobs", f"/jobs/{row[0]}", "/jobs?state=FAILED"):
+        page = client.get(path)
+        assert page.status_code == 200 and len(page.text) < 60_000, (path, len(page.text))

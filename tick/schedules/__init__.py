@@ -80,6 +80,8 @@ class Schedule:
         name = self.name
         if not isinstance(name, str) or not 1 <= len(name) <= NAME_LIMIT or "\x00" in name:
             raise ScheduleError("name", f"must be 1 to {NAME_LIMIT} characters")
+        if name in (".", ".."):  # a browser resolves such a path segment: no console page
+            raise ScheduleError("name", "must not be . or ..")
         cron = check_cron(self.cron)
         check_zone(self.timezone)
         if self.missed not in MISSED_POLICIES:

@@ -67,4 +67,14 @@ def state(value: str | None) -> Markup:
         escape(value.lower()), escape(value))
 
 
-FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state}
+def segment(value: Any) -> str:
+    """A name as one segment of a path, every `/` escaped too (Jinja's
+    `urlencode` keeps it): a browser resolves a `..` segment before it
+    sends, so the Pause of a schedule named `victim/x/..` paused `victim`."""
+    from urllib.parse import quote
+
+    return quote("" if value is None else str(value), safe="")
+
+
+FILTERS = {"ago": ago, "count": count, "seconds": seconds, "cut": cut, "state": state,
+           "segment": segment}

@@ -65,6 +65,54 @@ def test_textfile_counters_are_cumulative_across_runs(
     assert sorted(p.name for p in tmp_path.iterdir()) == [".awc.prom.lock", "awc.prom"]
 
 
+
+def _families(path: Path) -> dict[str, Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with open(path, encoding="utf-8", newline="") as source:
+        return {f.name: f for f in text_string_to_metric_families(source.read())}
+
+
+def test_a_kind_with_a_carriage_return_resets_no_counter(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The previous file was read with newlines translated: a `\r` inside a
+    label value (a kind written by plain SQL) broke its parse, and the next
+    run started every counter afresh."""
+    path = tmp_path / "awc.prom"
+    env = {**awc_env, "AWC_METRICS_TEXTFILE": str(path)}
+    enqueue_many(conn, [{"kind": "noop"}] * 3)
+    conn.execute("INSERT INTO awc.jobs (kind) VALUES (E'cr\\rkind')")
+    assert run_awc(env, "tick").returncode == 0
+    enqueue_many(conn, [{"kind": "noop"}] * 2)
+    assert run_awc(env, "tick").returncode == 0
+    jobs = _families(path)["awc_background_jobs"]
+    done = {s.labels["kind"]: s.value for s in jobs.samples if s.name.endswith("_total")
+            and s.labels["outcome"] == "completed"}
+    assert done["noop"] == 5.0
+
+
+def test_the_textfile_keeps_at_most_128_label_sets_and_every_count(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each run carried every earlier run's label sets: ticks of new kinds
+    grew the file by 127 sets each, without end. Past the limit they are
+    added into the overflow set."""
+    path = tmp_path / "awc.prom"
+    env = {**awc_env, "AWC_METRICS_TEXTFILE": str(path), "AWC_WORKER_CONCURRENCY": "32",
+           "AWC_TICK_MAX_JOBS": "1000"}
+    for run in range(3):
+        conn.execute("INSERT INTO awc.jobs (kind) SELECT 'k' || %s || '-' || n "
+                     "FROM generate_series(1, 150) AS n", (run,))
+        assert run_awc(env, "tick").returncode == 0
+    jobs = _families(path)["awc_background_jobs"]
+    totals = [s for s in jobs.samples if s.name.endswith("_total")]
+    assert len({tuple(sorted(s.labels.items())) for s in totals}) <= 128
+    assert sum(s.value for s in totals) == 450.0
+    durations = _families(path)["awc_job_duration_seconds"]
+    counts = [s for s in durations.samples if s.name.endswith("_count")]
+    assert len(counts) <= 128 and sum(s.value for s in counts) == 450.0
+
 def test_tick_pushes_to_a_real_pushgateway(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -149,3 +149,24 @@ def test_enqueue_names_an_integer_of_too_many_digits() -> None:
 
     with pytest.raises(EnqueueError, match="holds an integer of too many digits"):
         payload_json({"n": 10**5000})
+
+
+def test_a_job_of_an_unknown_kind_lags_by_its_wait_not_the_hosts_uptime(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A job that never reached a slot has no start: its lag was the
+    monotonic clock itself (the host's uptime), and fired lag alerts."""
+    from tick.engine.spec import NullObserver
+
+    seen: list[Any] = []
+
+    class Watch(NullObserver):
+        def processed(self, events: list[Any]) -> None:
+            seen.extend(events)
+
+    enqueue(conn, "no_such_kind")
+    report = tick(conn, registry=registry_with(good=lambda ctx, p: {}), max_secs=30,
+                  observer=Watch())
+    assert report.failed == 1
+    (event,) = seen
+    assert event.kind == "no_such_kind" and 0 <= event.lag_s < 60, event

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tick.errors import SettingsError
+from tick.events import LABEL_SET_LIMIT, OVERFLOW
 from tick.metrics import Metrics
 
 SUCCESS_METRIC = "awc_tick_last_success_timestamp_seconds"
@@ -108,15 +109,53 @@ class _Cumulative:
                     samples.append(smp._replace(value=smp.value + before.value)
                                    if before is not None else smp)
                 samples.extend(old.values())  # label sets this run did not touch
-                family.samples = samples
+                family.samples = _capped(samples)
             yield family
+
+
+def _capped(samples: list[Any]) -> list[Any]:
+    """A family's samples with at most `LABEL_SET_LIMIT` label sets (SPEC
+    §9): this run's first, then the previous file's, and the sets past the
+    limit added into the overflow set, so no count is lost and the file
+    stops growing (each run carried every earlier run's sets: 127 more a
+    tick of new kinds, without end). A histogram's `le` stays its own."""
+    def set_of(smp: Any) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in smp.labels.items() if k != "le"))
+
+    order = list(dict.fromkeys(set_of(smp) for smp in samples))
+    if len(order) <= LABEL_SET_LIMIT:
+        return samples
+    overflow = tuple((name, OVERFLOW) for name, _ in order[0])
+    keep = set(order[:LABEL_SET_LIMIT - 1]) - {overflow}
+    out: list[Any] = []
+    folded: dict[tuple[str, str | None], Any] = {}
+    for smp in samples:
+        if set_of(smp) in keep:
+            out.append(smp)
+            continue
+        labels = dict(overflow)
+        if "le" in smp.labels:
+            labels["le"] = smp.labels["le"]
+        key = (smp.name, labels.get("le"))
+        was = folded.get(key)
+        folded[key] = (smp._replace(labels=labels) if was is None
+                       else was._replace(value=was.value + smp.value))
+    return out + list(folded.values())
+
+
+def _read(path: Path) -> str:
+    """The file's text as written: a carriage return inside a label value
+    (a kind written by plain SQL) read as a newline broke the parse, and
+    the run started every counter afresh."""
+    with open(path, encoding="utf-8", newline="") as source:
+        return source.read()
 
 
 def _previous_success(path: Path) -> float | None:
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read(path)
     except OSError:
         return None
     try:
@@ -140,7 +179,7 @@ def write_textfile(metrics: Metrics, path: str, ok: bool) -> None:
             if previous is not None:
                 metrics.last_success.labels("tick").set(previous)
         try:
-            before = target.read_text(encoding="utf-8")
+            before = _read(target)
         except (OSError, UnicodeDecodeError):
             before = ""
         body = (generate_latest(_Cumulative(metrics, before))

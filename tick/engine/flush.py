@@ -196,7 +196,9 @@ def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]]
             span.end(label)
             ids = span.ids
         out.append(JobEvent(job_id, run.row.kind, label, state, run.row.attempts,
-                            run.duration, run.row.wait_s + (now - run.started),
+                            run.duration,
+                            # a job that never reached a slot (no handler) never started
+                            run.row.wait_s + ((now - run.started) if run.started else 0.0),
                             *(ids or (None, None))))
     events.jobs(out)
     observer.processed(out)

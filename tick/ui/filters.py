@@ -106,7 +106,9 @@ def payload_search(params: Mapping[str, str]) -> str | None:
         raise BadInput(f"payload is longer than {PAYLOAD_SEARCH_CHARS} characters")
     try:
         parsed = json.loads(value)
-    except (RecursionError, ValueError):
+    except RecursionError:
+        raise BadInput("payload is nested too deeply") from None
+    except ValueError:
         raise BadInput("payload is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise BadInput("payload must be a JSON object, such as {\"customer\": 42}")

@@ -47,14 +47,16 @@ def console(awc_env: dict[str, str]) -> Iterator[str]:
 
 
 def _state_on_page(browser: Any) -> str:
-    """The job page's state badge; "" while the page is still loading."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    """The job page's state badge; "" while the page is still loading (a
+    node replaced under the lookup: a stale element, or chromedriver's
+    inspector error saying so)."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
     try:
         found = browser.find_elements(By.CSS_SELECTOR, "h1 .badge")
         return str(found[0].text) if found else ""
-    except StaleElementReferenceException:  # the page changed under the lookup
+    except WebDriverException:
         return ""
 
 
@@ -160,13 +162,16 @@ def test_live_refresh_can_be_paused_and_resumed(console: str, browser: Any) -> N
 
 
 def _notice(browser: Any) -> str:
-    from selenium.common.exceptions import StaleElementReferenceException
+    """The page's notice, or "" while there is none; read while the page is
+    being replaced (the form's redirect), the node may be gone, which
+    chromedriver says as a stale element or as an inspector error."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
     try:
         found = browser.find_elements(By.ID, "notice")
         return str(found[0].text) if found else ""
-    except StaleElementReferenceException:
+    except WebDriverException:  # StaleElementReferenceException among them
         return ""
 
 

@@ -823,3 +823,17 @@ def test_pages_stay_bounded_by_a_megabyte_kind_and_queue(
     for path in ("/", "/jobs", f"/jobs/{row[0]}", "/jobs?state=FAILED"):
         page = client.get(path)
         assert page.status_code == 200 and len(page.text) < 60_000, (path, len(page.text))
+
+
+def test_an_action_the_database_refuses_is_not_a_database_that_did_not_answer(
+        conn: psycopg.Connection[Any], console: str) -> None:
+    """Triggering a schedule whose kind (plain SQL) is too large for the
+    ready jobs' index: the server refused the insert, and the console said
+    it had not answered (503)."""
+    conn.execute("INSERT INTO awc.schedules (name, cron, kind, next_fire_at) "
+                 "VALUES ('big', '0 3 * * *', %s, now() + interval '1 hour')", ("k" * 2_000_000,))
+    client = signed_in(console)
+    page = client.get("/schedules/big")
+    answer = client.post("/schedules/big/trigger", data={"csrf": csrf_of(page.text)})
+    assert answer.status_code == 409, answer.text[-500:]
+    assert "the database refused it (ProgramLimitExceeded)" in answer.text

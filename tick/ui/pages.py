@@ -72,7 +72,14 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
         return console.problem(request, 409, "awc: a live job holds a dedupe key one of "
                                "these jobs needs; nothing was changed, try again")
     except (psycopg.Error, DatabaseError, MigrationError) as error:
-        # The class only: a server message may quote a value.
+        # The class only: a server message may quote a value. A statement
+        # the server refused (an index row too large, a constraint) is not a
+        # database that did not answer: those are a lost connection (08),
+        # a cancel, timeout or shutdown (57), resources (53) or the system (58).
+        state = error.sqlstate if isinstance(error, psycopg.Error) else None
+        if state is not None and state[:2] not in ("08", "53", "57", "58"):
+            return console.problem(request, 409, "awc: the database refused it "
+                                   f"({type(error).__name__}); nothing was changed")
         return console.problem(request, 503, "awc: the database did not answer "
                                f"({type(error).__name__})")
     except AwcError as error:  # awc's own refusals: their messages are safe to show

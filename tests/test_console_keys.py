@@ -82,3 +82,20 @@ def test_keys_once_busy_leave_the_metrics_and_new_busy_keys_are_named(
     assert 'awc_limit_key_running_jobs{key="w9-0",name="*",scope="key"} 1.0' in text
     assert 'key="w8-0"' in text and 'key="w7-0"' not in text  # 0 once, then gone
     assert "overflow" not in text.split("awc_limit_key_running_jobs", 1)[1]
+
+
+def test_the_ready_gauge_counts_every_kind_past_ten_thousand(
+        conn: psycopg.Connection[Any]) -> None:
+    """The overflow series forgot the oldest of more than 10,000 kinds it
+    stood for: 20,000 ready jobs of as many kinds read as 10,128."""
+    from prometheus_client import CollectorRegistry
+
+    from tick.metrics import Metrics
+
+    conn.execute("TRUNCATE awc.jobs, awc.limits, awc.limit_claims CASCADE")  # the module's db
+    conn.execute("INSERT INTO awc.jobs (kind) SELECT 'k-' || n FROM generate_series(1, 20000) n")
+    metrics = Metrics(CollectorRegistry())
+    metrics.sample_queue(conn)
+    (family,) = [f for f in metrics.registry.collect() if f.name == "awc_queue_ready_jobs"]
+    assert sum(s.value for s in family.samples) == 20_000
+    conn.execute("TRUNCATE awc.jobs CASCADE")

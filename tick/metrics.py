@@ -54,8 +54,11 @@ class Capped:
         return self._metric.labels(*self.key(tuple(values)))
 
 
-# How many label sets a gauge's overflow series remembers to sum over.
-OVERFLOW_MEMBERS_LIMIT = 10_000
+# How many label sets a gauge's overflow series remembers to sum over: as
+# many kinds as the ready jobs' sample can hold (ready_by_kind.sql reads at
+# most 100,000 jobs); remembered by hash, about 100 bytes each. (At 10,000,
+# 20,000 kinds ready read as 10,128 jobs.)
+OVERFLOW_MEMBERS_LIMIT = 100_000
 
 
 class CappedGauge(Capped):

@@ -21,6 +21,7 @@ import pytest
 from tests.kinds import LEDGER_DDL
 from tests.support import (
     ROOT,
+    awc_command,
     free_port,
     http_get,
     http_up,
@@ -265,3 +266,33 @@ def test_a_statement_the_server_always_refuses_is_not_resent_forever(
     assert len([e for e in events if e["event"] == "part_restarting"]) == 5
     crashes = [e for e in events if e["event"] == "part_crashed"]
     assert all("RaiseException" in e["error"] for e in crashes)
+
+
+def test_a_stream_nobody_reads_stops_no_job_and_no_stop(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """stderr a pipe nobody reads (a stalled log collector): the tick
+    runner blocked in a write once the pipe was full; no job ran while the
+    health endpoints said 200, and a SIGTERM left its claimed jobs RUNNING
+    with an attempt spent. Lines wait for a writer thread of their own now,
+    and past its queue are dropped."""
+    reader, writer = os.pipe()  # the read end is held, never read
+    try:
+        env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_CONCURRENCY": "8"}
+        proc = subprocess.Popen(awc_command("loop"), env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=writer)
+        os.close(writer)
+        ids = enqueue_many(conn, [{"kind": "noop"} for _ in range(3000)])
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED' "
+                                      "AND id = ANY(%s)", (ids,)).fetchone() == (3000,),
+                 timeout=60, what="every job to complete with stderr full")
+        enqueue_many(conn, [{"kind": "patient", "payload": {"seconds": 60}}] * 2)
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'RUNNING'"
+                                      ).fetchone() == (2,), what="the patient jobs to start")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        rows = conn.execute("SELECT state, attempts FROM awc.jobs WHERE kind = 'patient'"
+                            ).fetchall()
+        assert rows == [("PENDING", 0), ("PENDING", 0)]  # released, their attempt refunded
+    finally:
+        os.close(reader)

@@ -156,6 +156,53 @@ class StreamEvents:
         self._write(self._line({"ts": _iso(time.time()), "level": level, "event": event, **clean}))
 
 
+class DetachedEvents(StreamEvents):
+    """`StreamEvents` whose lines a thread of its own writes, for `awc loop`:
+    no part ever waits on the stream. A stream nobody reads (a full pipe, a
+    stalled log collector) blocked the tick runner inside a write: no job
+    ran while `/healthz` and `/readyz` said 200, and a stop left the jobs it
+    had claimed RUNNING. Past `WAITING_LINES` waiting, a batch of lines is
+    dropped; how many is said once the stream takes lines again."""
+
+    WAITING_LINES = 10_000
+
+    def __init__(self, fmt: str = "json", stream: TextIO | None = None) -> None:
+        import queue
+        import threading
+
+        super().__init__(fmt, stream)
+        self._waiting: queue.Queue[str | None] = queue.Queue(self.WAITING_LINES)
+        self._dropped = 0  # written by the parts, read and reset by the writer
+        self._writer = threading.Thread(target=self._drain, name="awc-events", daemon=True)
+        self._writer.start()
+
+    def _write(self, text: str) -> None:
+        import queue
+
+        try:
+            self._waiting.put_nowait(text)
+        except queue.Full:
+            self._dropped += 1
+
+    def _drain(self) -> None:
+        while (text := self._waiting.get()) is not None:
+            dropped, self._dropped = self._dropped, 0
+            if dropped:
+                super()._write(self._line({"ts": _iso(time.time()), "level": "warning",
+                                           "event": "events_dropped", "batches": dropped}))
+            super()._write(text)
+
+    def close(self, timeout: float) -> None:
+        """Write what is waiting, for at most `timeout` seconds."""
+        import queue
+
+        try:
+            self._waiting.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._writer.join(timeout)
+
+
 class NullEvents:
     """Discards everything (benchmarks of the engine alone, and tests)."""
 

@@ -29,7 +29,7 @@ from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.maintain import maintain
 from tick.engine.spans import maintenance_pass
 from tick.errors import AwcError, DatabaseError
-from tick.events import EventSink, StreamEvents
+from tick.events import DetachedEvents, EventSink, StreamEvents
 from tick.history import TickStart
 from tick.metrics import Metrics
 from tick.report import TickReport
@@ -163,7 +163,16 @@ def run_loop(
     queues: list[str] | None = None,
 ) -> None:
     """Start up (SPEC §3), run the supervised parts until `stop`, drain, return."""
-    events = StreamEvents(settings.log_format)
+    # Written by a thread of its own: a stream nobody reads never stops a part.
+    events = DetachedEvents(settings.log_format)
+    try:
+        _run_loop(settings, stop, events, on_engine, kinds, queues)
+    finally:
+        events.close(5.0)
+
+
+def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
+              on_engine: Any, kinds: list[str] | None, queues: list[str] | None) -> None:
     metrics = Metrics()
     conn = open_database(settings, purpose="tick-runner")
     engines: list[Engine] = []

@@ -434,7 +434,9 @@ def test_a_context_s_remaining_time_no_lambda_gives_is_named(
     ("[" * 100_000 + "]" * 100_000, [], 1, "awc: the event is nested too deeply to read"),
     ("{}", ["--timeout", "nan"], 2, "--timeout: a Lambda function's timeout is 1 to 900"),
     ("{}", ["--timeout", "0"], 2, "--timeout: a Lambda function's timeout is 1 to 900"),
-], ids=["deep-event", "nan-timeout", "zero-timeout"])
+    ('{"detail": {"max_jobs": ' + "9" * 5000 + "}}", [], 1,
+     "awc: the event holds a number too long to read"),
+], ids=["deep-event", "nan-timeout", "zero-timeout", "long-number"])
 def test_the_local_invoke_refuses_what_lambda_would_never_send_in_one_line(
     awc_env: dict[str, str], event: str, args: list[str], code: int, said: str
 ) -> None:

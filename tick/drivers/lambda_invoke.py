@@ -62,6 +62,8 @@ def read_event(source: str) -> Any:
         raise AwcError(f"the event is not JSON ({error.msg}, line {error.lineno})") from None
     except RecursionError:
         raise AwcError("the event is nested too deeply to read") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise AwcError("the event holds a number too long to read") from None
 
 
 def main(argv: list[str] | None = None) -> int:

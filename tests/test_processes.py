@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -307,6 +308,44 @@ def test_a_bad_handler_module_is_a_startup_error(awc_env: dict[str, str]) -> Non
     assert done.returncode == 1
     assert done.stderr.startswith("awc: AWC_HANDLER_MODULES: cannot import 'no_such_module_xyz'")
 
+
+
+def test_a_handler_module_that_exits_at_import_is_a_startup_error(
+    awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`raise SystemExit(0)` in a handler module made `awc tick` exit 0 and
+    say nothing (a loop under systemd's Restart=on-failure stopped, cleanly)."""
+    (tmp_path / "exits_at_import.py").write_text("raise SystemExit(0)\n")
+    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,exits_at_import",
+           "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
+    for command in (["tick"], ["loop"]):
+        done = run_awc(env, *command, timeout=30)
+        assert done.returncode == 1, (command, done.stderr[-2000:])
+        assert done.stderr.startswith(
+            "awc: AWC_HANDLER_MODULES: cannot import 'exits_at_import': SystemExit"), done.stderr
+
+
+def test_a_child_a_handler_forks_that_returns_from_it_ends(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A forked child that returned from the handler (it forgot os._exit)
+    waited for ever in its copied slot, deaf to SIGTERM, holding the tick's
+    stdout open: `$(awc tick --json)` never returned."""
+    (tmp_path / "forks.py").write_text(
+        "import os, time\n"
+        "from tick import Complete, handler\n"
+        "@handler('forks')\n"
+        "def forks(ctx, payload):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(1)\n"
+        "    return Complete({})\n")
+    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,forks",
+           "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
+    job = enqueue(conn, "forks")
+    done = run_awc(env, "tick", "--json", timeout=30)  # its output's end: every writer gone
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["completed"] == 1
+    assert job_row(conn, job)["state"] == "COMPLETED"
 
 def test_an_unknown_store_scheme_is_a_startup_error(awc_env: dict[str, str]) -> None:
     done = run_awc({**awc_env, "AWC_CAS_URL": "ftp://files.example/x"}, "tick")

@@ -103,7 +103,9 @@ def import_handler_modules(names: Iterable[str]) -> None:
     for name in names:
         try:
             importlib.import_module(name)
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise  # an operator's ^C: awc's own "aborted"
+        except BaseException as error:  # SystemExit too: it exited 0, saying nothing
             from tick.tracebacks import import_location
 
             where = import_location(error)

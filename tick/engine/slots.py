@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections import deque
@@ -113,6 +114,7 @@ class SlotPool:
         self._threads = 0  # live threads, the written-off ones not counted
         self._size = 0  # most threads at once (the run's concurrency)
         self._names = 0  # threads started so far, for their names
+        self._pid = os.getpid()  # a forked child's slot ends itself (_serve)
 
     def resize(self, size: int) -> None:
         """Run at most `size` jobs at once (threads start on demand)."""
@@ -177,6 +179,11 @@ class SlotPool:
                 execute(run)
             except BaseException as error:  # never: execute catches everything
                 run.outcome = (Record.FAIL, exception_text(error), 0.0, None)
+            if os.getpid() != self._pid:
+                # A child the handler forked returned from it: it has no
+                # coordinator, and waiting here it lived for ever, deaf to
+                # SIGTERM, holding its parent's stdout open.
+                os._exit(0)
             run.thread = 0
             if run.ctx.abandoned:
                 return  # written off by the coordinator; its job is recorded

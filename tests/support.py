@@ -119,6 +119,14 @@ def awc_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "tick.cli", *args]
 
 
+def with_module(env: dict[str, str], folder: Path, name: str, source: str) -> dict[str, str]:
+    """`env` with one more handler module, `name`, written in `folder` from
+    `source` (imported beside tests.kinds)."""
+    (folder / f"{name}.py").write_text(source)
+    return {**env, "AWC_HANDLER_MODULES": f"tests.kinds,{name}",
+            "PYTHONPATH": f"{folder}:{env.get('PYTHONPATH', ROOT)}"}
+
+
 def run_awc(
     env: dict[str, str], *args: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.support import ROOT, awc_command, run_awc, spawn, wait_for
+from tests.support import ROOT, awc_command, run_awc, spawn, wait_for, with_module
 from tick.producer import enqueue
 
 SECRET = "Zq9Vx7Kw"  # a password fragment that must never be printed
@@ -256,12 +256,10 @@ def test_a_metrics_address_that_does_not_resolve_is_named(awc_env: dict[str, str
 def test_json_logs_carry_library_records_as_json_events(
     tmp_path: Path, awc_env: dict[str, str]
 ) -> None:
-    (tmp_path / "noisy_kinds.py").write_text(
+    env = with_module(awc_env, tmp_path, "noisy_kinds", (
         "import logging, warnings\n"
         "logging.getLogger('psycopg').warning('pipeline aborted: password=%s', 'hunter2')\n"
-        "warnings.warn('this API is going away')\n")
-    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,noisy_kinds",
-           "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+        "warnings.warn('this API is going away')\n"))
     done = run_awc(env, "tick")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stderr.splitlines()]

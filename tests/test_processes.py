@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from tests.support import ROOT, job_row, run_awc, spawn, wait_for
+from tests.support import ROOT, job_row, run_awc, spawn, wait_for, with_module
 from tick.producer import enqueue, enqueue_many
 
 
@@ -315,9 +315,7 @@ def test_a_handler_module_that_exits_at_import_is_a_startup_error(
 ) -> None:
     """`raise SystemExit(0)` in a handler module made `awc tick` exit 0 and
     say nothing (a loop under systemd's Restart=on-failure stopped, cleanly)."""
-    (tmp_path / "exits_at_import.py").write_text("raise SystemExit(0)\n")
-    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,exits_at_import",
-           "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
+    env = with_module(awc_env, tmp_path, "exits_at_import", "raise SystemExit(0)\n")
     for command in (["tick"], ["loop"]):
         done = run_awc(env, *command, timeout=30)
         assert done.returncode == 1, (command, done.stderr[-2000:])
@@ -331,16 +329,14 @@ def test_a_child_a_handler_forks_that_returns_from_it_ends(
     """A forked child that returned from the handler (it forgot os._exit)
     waited for ever in its copied slot, deaf to SIGTERM, holding the tick's
     stdout open: `$(awc tick --json)` never returned."""
-    (tmp_path / "forks.py").write_text(
+    env = with_module(awc_env, tmp_path, "forks", (
         "import os, time\n"
         "from tick import Complete, handler\n"
         "@handler('forks')\n"
         "def forks(ctx, payload):\n"
         "    if os.fork() == 0:\n"
         "        time.sleep(1)\n"
-        "    return Complete({})\n")
-    env = {**awc_env, "AWC_HANDLER_MODULES": "tests.kinds,forks",
-           "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
+        "    return Complete({})\n"))
     job = enqueue(conn, "forks")
     done = run_awc(env, "tick", "--json", timeout=30)  # its output's end: every writer gone
     assert done.returncode == 0, done.stderr[-2000:]

@@ -172,16 +172,15 @@ class DetachedEvents(StreamEvents):
 
         super().__init__(fmt, stream)
         self._waiting: queue.Queue[str | None] = queue.Queue(self.WAITING_LINES)
+        self._full = queue.Full
         self._dropped = 0  # written by the parts, read and reset by the writer
         self._writer = threading.Thread(target=self._drain, name="awc-events", daemon=True)
         self._writer.start()
 
     def _write(self, text: str) -> None:
-        import queue
-
         try:
             self._waiting.put_nowait(text)
-        except queue.Full:
+        except self._full:
             self._dropped += 1
 
     def _drain(self) -> None:
@@ -194,11 +193,9 @@ class DetachedEvents(StreamEvents):
 
     def close(self, timeout: float) -> None:
         """Write what is waiting, for at most `timeout` seconds."""
-        import queue
-
         try:
             self._waiting.put(None, timeout=timeout)
-        except queue.Full:
+        except self._full:
             return
         self._writer.join(timeout)
 

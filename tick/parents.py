@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tick.errors import EnqueueError
 from tick.statements import sql
+from tick.words import JOB_STATES
 
 if TYPE_CHECKING:
     import psycopg
@@ -121,16 +122,16 @@ def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, An
     existing = sorted({p for after, _ in wanted for p in after if isinstance(p, int)})
     if existing:
         found = _lock_parents(conn, existing)
-        if len(found) < len(existing):  # refused: name a parent that is really missing
-            present = {int(row[0]) for row in conn.execute(sql("present_jobs"),
-                                                           {"ids": existing})}
-            for n, (after, _) in enumerate(wanted):
-                missing = [p for p in after if isinstance(p, int) and p not in present]
-                if missing:
-                    raise EnqueueError(prefix(n) + "after",
-                                       f"names job {missing[0]}, which does not exist")
-            raise EnqueueError(prefix(0) + "after", "names a job that changed while it "
-                                                    "was being locked: enqueue again")
+        if len(found) < len(existing):  # refused, nothing locked: name the parent
+            present = {int(row[0]) for row in conn.execute(
+                sql("listed_jobs"), {"ids": existing, "states": list(JOB_STATES)})}
+            for have, why in ((present, "which does not exist"),
+                              (found, "which changed while it was being locked: enqueue "
+                                      "again")):
+                for n, (after, _) in enumerate(wanted):
+                    for parent in after:
+                        if isinstance(parent, int) and parent not in have:
+                            raise EnqueueError(prefix(n) + "after", f"names job {parent}, {why}")
     ids = insert(plain)
     # A "#N" whose job carries a dedupe key may be a live job another
     # process holds (the key's holder, returned instead of a new row): it is
@@ -162,15 +163,12 @@ def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, An
 
 
 def _lock_parents(conn: psycopg.Connection[Any], ids: list[int]) -> set[int]:
-    """Lock the parents `ids` that exist, in id order, until the producer
-    commits; the ids found. None is locked unless all exist (a refused call
-    keeps no lock). A parent completed while the lock waited is read again
-    in its finished part by a fresh statement (twice at most: a retention
-    that carries it to the current part moves it once more)."""
+    """Lock the parents `ids`, in id order, until the producer commits; the
+    ids locked. None is locked unless all exist (a refused call keeps no
+    lock). A parent completed while the lock waited is read again, once, in
+    its finished part by a fresh statement."""
     found = {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": ids})}
-    for _ in range(2):
-        moved = [p for p in ids if p not in found]
-        if not moved:
-            return found
+    moved = [p for p in ids if p not in found]
+    if moved:
         found |= {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": moved})}
     return found

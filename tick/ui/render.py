@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
@@ -71,8 +72,6 @@ def segment(value: Any) -> str:
     """A name as one segment of a path, every `/` escaped too (Jinja's
     `urlencode` keeps it): a browser resolves a `..` segment before it
     sends, so the Pause of a schedule named `victim/x/..` paused `victim`."""
-    from urllib.parse import quote
-
     return quote("" if value is None else str(value), safe="")
 
 

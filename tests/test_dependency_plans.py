@@ -205,7 +205,7 @@ def edges_read(conn: psycopg.Connection[Any]) -> int:
 def test_each_parent_of_a_fan_in_that_fails_or_is_retried_reads_its_own_edge(
     conn: psycopg.Connection[Any], retried: bool,
 ) -> None:
-    """Migration 0030: a parent's failure counted its children down over
+    """Migration 0031: a parent's failure counted its children down over
     each child's every edge (`parent_id = ANY` a filter in the generic plan),
     and an operator's retry counted them up so: a fan-in of 10,000 parents
     that all failed took 18 s, against 1.6 s without the child."""

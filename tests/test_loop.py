@@ -159,8 +159,15 @@ def test_metrics_endpoint_after_a_mixed_run(
     enqueue_many(conn, [{"kind": "ledger"}] * 3 + [{"kind": "fail"}, {"kind": "boom"}])
     proc = spawn({**awc_env, "AWC_METRICS_PORT": str(port)}, "loop")
     try:
-        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE attempts > 0"
-                                      ).fetchone() == (5,), what="the known kinds to run")
+        # Their outcomes are counted once their flush commits, after the claim
+        # that spent their attempts: wait for the counts themselves, or a
+        # flush of unknown kinds below can take the label sets first.
+        known = ('awc_background_jobs_total{kind="ledger",outcome="completed"} 3.0',
+                 'awc_background_jobs_total{kind="fail",outcome="failed"} 1.0',
+                 'awc_background_jobs_total{kind="boom",outcome="retried"} 1.0')
+        wait_for(lambda: http_up(f"http://127.0.0.1:{port}/metrics") and all(
+            line in http_get(f"http://127.0.0.1:{port}/metrics")[1] for line in known),
+            what="the known kinds' outcomes to be counted")
         # Then 200 kinds nobody handles: more label sets than an instrument keeps.
         enqueue_many(conn, [{"kind": f"unknown-{n}"} for n in range(200)])
         wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE attempts > 0"

@@ -453,3 +453,32 @@ def test_the_local_invoke_reads_at_most_a_lambda_event(awc_env: dict[str, str]) 
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         "awc: the event is larger than a Lambda event may be (6 MB)")
+
+
+def test_library_records_in_the_lambda_are_json_events_with_no_secret(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Any
+) -> None:
+    """A library's log record (psycopg's warning after a connection lost) and
+    a Python warning raised during an invocation are `library_log` events
+    through the powertools Logger, JSON like every other line, scrubbed;
+    the runtime's plain-text root handler never prints them."""
+    from tests.support import with_module
+
+    env = with_module(awc_env, tmp_path, "noisy_lambda_kinds", (
+        "import logging, warnings\n"
+        "from tick import handler\n"
+        "@handler('noisy')\n"
+        "def noisy(ctx, payload):\n"
+        "    logging.getLogger('psycopg').warning('pipeline aborted: password=%s', 'hunter2')\n"
+        "    warnings.warn('this API is going away')\n"))
+    enqueue(conn, "noisy")
+    done = subprocess.run([sys.executable, "-m", "tick.drivers.lambda_invoke", "-"],
+                          input="{}", env=env, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hunter2" not in done.stdout + done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    library = [e for e in lines if e.get("event") == "library_log"]
+    assert {e["logger"] for e in library} == {"psycopg", "py.warnings"}
+    assert all(e["level"] == "WARNING" and "function_request_id" in e for e in library)
+    assert "WARNING" not in done.stderr  # no plain-text line from a root handler

@@ -216,14 +216,17 @@ class _EventLog(logging.Handler):
     passwords. A record logged with an exception keeps a bounded `traceback`
     field (SPEC §22), one field, never raw lines on stderr."""
 
-    def __init__(self, sink: StreamEvents) -> None:
+    def __init__(self, sink: EventSink, own: str | None = None) -> None:
         super().__init__(logging.WARNING)
         self._sink = sink
+        self._own = own
 
     def emit(self, record: logging.LogRecord) -> None:
         from tick.db import scrub
         from tick.redaction import redacted
 
+        if record.name == self._own:  # the sink's own logger: written already
+            return
         try:
             level = "error" if record.levelno >= logging.ERROR else "warning"
             message = clip(scrub(record.getMessage()), 500)
@@ -241,8 +244,15 @@ class _EventLog(logging.Handler):
 def bridge_logging(fmt: str) -> None:
     """Send every library log record and Python warning through awc's event
     stream, so stderr carries only awc's own lines (SPEC §3)."""
+    bridge_logging_to(StreamEvents("text" if fmt == "text" else "json"))
+
+
+def bridge_logging_to(sink: EventSink, own: str | None = None) -> None:
+    """`bridge_logging` into any sink; records of the logger named `own` (a
+    sink that writes through a logger of its own, whose records propagate to
+    the root) are left to it."""
     root = logging.getLogger()
-    root.handlers = [_EventLog(StreamEvents("text" if fmt == "text" else "json"))]
+    root.handlers = [_EventLog(sink, own)]
     root.setLevel(logging.WARNING)
     logging.raiseExceptions = False
     logging.captureWarnings(True)

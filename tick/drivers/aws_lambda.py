@@ -19,6 +19,7 @@ the object store is S3 or the connection comes from Secrets Manager.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections import Counter as Tally
@@ -34,7 +35,14 @@ from tick.drivers.lambda_event import correlation_text, parse_event
 from tick.drivers.lambda_secret import database_url
 from tick.drivers.lambda_warm import Warm
 from tick.errors import DatabaseError
-from tick.events import LABEL_SET_LIMIT, OVERFLOW, JobEvent, event_kind, label_value
+from tick.events import (
+    LABEL_SET_LIMIT,
+    OVERFLOW,
+    JobEvent,
+    bridge_logging_to,
+    event_kind,
+    label_value,
+)
 from tick.report import COUNTER_METRICS, Lags, ScheduleFire, TickReport
 from tick.words import LEVEL
 
@@ -64,8 +72,23 @@ class LambdaEvents:
 
     def log(self, level: str, event: str, **fields: Any) -> None:
         write = {"warning": logger.warning, "error": logger.error}.get(level, logger.info)
-        write(event, extra={"event": event, **fields})
+        # A field named like a LogRecord attribute makes `logging` refuse the
+        # whole record (KeyError): a `message` (a library record's) is the
+        # line's message, any other such name gets a trailing underscore.
+        message = fields.pop("message", event)
+        write(message, extra={"event": event, **{
+            f"{k}_" if k in _RECORD_ATTRIBUTES else k: v for k, v in fields.items()}})
 
+
+# The attributes of every LogRecord, which `extra` may not name.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+# psycopg's warnings (a connection lost mid-tick), a handler's log records
+# and Python warnings reach the root logger, whose handler in the Lambda
+# runtime prints plain text: they go through the Logger as `library_log`
+# events instead, JSON with the invocation's keys like every other line.
+bridge_logging_to(LambdaEvents(), own=logger.name)
 
 # EMF takes at most 100 values of one metric in one record.
 EMF_VALUES_LIMIT = 100

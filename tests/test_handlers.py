@@ -235,6 +235,23 @@ def test_workspace_expire_steps(env: Any, conn: psycopg.Connection[Any], state: 
 
 
 @pytest.mark.parametrize("store_kind", ["memory"])
+@pytest.mark.parametrize("since", ["-infinity", "4713-01-01 00:00:00+00 BC",
+                                   "2026-01-01 00:00:00+00"])
+def test_expiry_keeps_the_start_of_its_grace_as_stored(
+        env: Any, conn: psycopg.Connection[Any], since: str) -> None:
+    """An EXPIRING workspace past its grace becomes EXPIRED with the
+    `expiring_since` it had, not that instant as Python read it (`-infinity`
+    and dates before the year 1 were written back as the year 1)."""
+    ws = _workspace(conn, "EXPIRING", -HOUR)
+    conn.execute("UPDATE awc.workspaces SET expiring_since = %s::timestamptz WHERE id = %s",
+                 (since, ws))
+    enqueue(conn, "workspace_expire", {"workspace_id": str(ws)})
+    assert drain(conn).completed == 1
+    assert conn.execute("SELECT state, expiring_since = %s::timestamptz FROM awc.workspaces "
+                        "WHERE id = %s", (since, ws)).fetchone() == ("EXPIRED", True)
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
 def test_a_record_at_the_last_version_moves_on(env: Any, conn: psycopg.Connection[Any]) -> None:
     """The compare-and-set added one to `version`, which failed at an
     integer's last value: the job was retried until its attempts ran out."""

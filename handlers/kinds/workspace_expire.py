@@ -19,7 +19,11 @@ FROM awc.workspaces WHERE id = %(id)s
 
 ADVANCE = f"""
 UPDATE awc.workspaces
-SET state = %(state)s, expiring_since = %(since)s, version = {NEXT_VERSION}, updated_at = now()
+SET state = %(state)s,
+    -- EXPIRED keeps the start it was read with: read back, an instant Python
+    -- cannot hold (`-infinity`, before the year 1) came as year 1.
+    expiring_since = CASE WHEN %(state)s = 'EXPIRED' THEN expiring_since ELSE %(since)s END,
+    version = {NEXT_VERSION}, updated_at = now()
 WHERE id = %(id)s AND version = %(version)s
 RETURNING state
 """

@@ -246,6 +246,10 @@ BEGIN
     WHILE cardinality(revived) > 0 LOOP
         kids := ARRAY(SELECT DISTINCT e.child_id FROM awc.job_parents AS e
                       WHERE e.parent_id = ANY (revived));
+        -- A child still RUNNING counts too (migration 0032): a `run` child
+        -- started after its parent failed, and one whose run ends in a
+        -- retry, a rescue, a release or a Continue is PENDING again and must
+        -- wait for the revived parent, not be claimed at once.
         IF NOT counted AND cardinality(revived) <= 64 THEN
             -- Each edge by both keys (awc.settle_children says why).
             UPDATE awc.jobs AS c
@@ -253,13 +257,13 @@ BEGIN
                                        WHERE (SELECT true FROM awc.job_parents AS e
                                               WHERE e.child_id = c.id
                                                 AND e.parent_id = r.parent_id))::integer
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
+            WHERE c.id = ANY (kids) AND c.state IN ('PENDING', 'RUNNING');
         ELSIF NOT counted THEN
             UPDATE awc.jobs AS c
             SET waiting = c.waiting + (SELECT count(*) FROM awc.job_parents AS e
                                        WHERE e.child_id = c.id
                                          AND e.parent_id = ANY (revived))::integer
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING';
+            WHERE c.id = ANY (kids) AND c.state IN ('PENDING', 'RUNNING');
         END IF;
         counted := false;
         WITH back AS (
@@ -316,7 +320,7 @@ BEGIN
             SET waiting = c.waiting - 1
             FROM awc.job_parents AS e
             WHERE e.parent_id = NEW.id AND c.id = e.child_id
-              AND c.state = 'PENDING' AND c.waiting > 0
+              AND c.state IN ('PENDING', 'RUNNING') AND c.waiting > 0
             RETURNING c.waiting)
         SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
     ELSIF NEW.state IN ('FAILED', 'CANCELLED') THEN
@@ -363,7 +367,8 @@ BEGIN
                              WHERE (SELECT true FROM awc.job_parents AS e
                                     WHERE e.child_id = c.id AND e.parent_id = f.parent_id)),
                             c.waiting)::integer
-                    WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+                    WHERE c.id = ANY (kids) AND c.state IN ('PENDING', 'RUNNING')
+                      AND c.waiting > 0
                     RETURNING c.waiting)
                 SELECT ready + count(*) INTO ready FROM counted WHERE counted.waiting = 0;
             ELSE
@@ -374,7 +379,8 @@ BEGIN
                             (SELECT count(*) FROM awc.job_parents AS e
                              WHERE e.child_id = c.id AND e.parent_id = ANY (failed)),
                             c.waiting)::integer
-                    WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+                    WHERE c.id = ANY (kids) AND c.state IN ('PENDING', 'RUNNING')
+                      AND c.waiting > 0
                     RETURNING c.waiting)
                 SELECT ready + count(*) INTO ready FROM counted WHERE counted.waiting = 0;
             END IF;
@@ -382,7 +388,7 @@ BEGIN
         END LOOP;
         PERFORM set_config('awc.cascading', '', true);
     ELSE
-        -- An operator retry of a failed or cancelled parent: its PENDING
+        -- An operator retry of a failed or cancelled parent: its PENDING (and RUNNING)
         -- children count it unfinished again, and the descendants its
         -- failure cancelled wait again (awc.revive_descendants). A caller
         -- that revives many jobs in one statement (tick.bulk) says so, and
@@ -468,6 +474,8 @@ BEGIN
     IF kids IS NULL THEN
         RETURN 0;
     END IF;
+    -- A RUNNING child counts too: an operator's retry of its parent raised
+    -- its count while it ran (awc.revive_descendants, migration 0032).
     -- Children are locked in id order, so two completions that share
     -- children queue instead of deadlocking, and each counts down under the
     -- child's lock. No statement joins the children to a list of them: a
@@ -479,7 +487,7 @@ BEGIN
         WITH counted AS (
             UPDATE ONLY awc.jobs AS c
             SET waiting = c.waiting - 1, ready_xid = pg_current_xact_id()
-            WHERE c.id = ANY (kids) AND c.state = 'PENDING' AND c.waiting > 0
+            WHERE c.id = ANY (kids) AND c.state IN ('PENDING', 'RUNNING') AND c.waiting > 0
             RETURNING c.waiting)
         SELECT count(*) INTO ready FROM counted WHERE counted.waiting = 0;
     ELSE
@@ -490,7 +498,8 @@ BEGIN
             WITH counted AS (
                 UPDATE ONLY awc.jobs AS c
                 SET waiting = c.waiting - least(n, c.waiting), ready_xid = pg_current_xact_id()
-                WHERE c.id = ANY (batch) AND c.state = 'PENDING' AND c.waiting > 0
+                WHERE c.id = ANY (batch) AND c.state IN ('PENDING', 'RUNNING')
+                  AND c.waiting > 0
                 RETURNING c.waiting)
             SELECT count(*) INTO got FROM counted WHERE counted.waiting = 0;
             ready := ready + got;

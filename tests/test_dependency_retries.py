@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.support import registry_with
-from tick import Complete, JobContext, tick
+from tick import Complete, JobContext, Retry, tick
 from tick.admin import retry
 from tick.bulk import Selection, apply
 from tick.producer import enqueue_many
@@ -121,3 +121,51 @@ def test_every_retry_leaves_each_pending_job_counting_its_unfinished_parents(
     assert miscounted(conn) == []
     apply(conn, "retry", Selection(state="FAILED"))
     assert miscounted(conn) == []
+
+
+@pytest.mark.parametrize("how", ["one", "bulk"])
+@pytest.mark.parametrize("parent_done_during_the_run", [False, True])
+def test_a_run_child_running_when_its_parent_is_retried_waits_for_it(
+        conn: psycopg.Connection[Any], how: str, parent_done_during_the_run: bool) -> None:
+    """A `run` child started because its parent failed; an operator retries
+    the parent while the child runs, and the run ends in a Retry. The child
+    is PENDING again and must wait for the revived parent (it was claimed
+    and completed while the parent was PENDING); and if the parent completed
+    meanwhile, it must not wait for it for ever."""
+    parent, child = enqueue_many(conn, [
+        {"kind": "noop"}, {"kind": "child", "after": ["#0"], "on_parent_failure": "run"}])
+    fail(conn, [parent])
+    operator = psycopg.connect(conn.info.dsn, autocommit=True)
+
+    def run_child(ctx: JobContext, payload: Any) -> Retry | Complete:
+        if ctx.attempts > 1:
+            return Complete()
+        if how == "one":
+            retry(operator, parent)
+        else:
+            assert apply(operator, "retry", Selection(state="FAILED")) == 1
+        if parent_done_during_the_run:
+            assert tick(operator, registry=registry_with(noop=ok), kinds=["noop"],
+                        max_secs=30).completed == 1
+        return Retry()
+
+    kinds = registry_with(noop=ok, child=run_child)
+    try:
+        assert tick(conn, registry=kinds, kinds=["child"], max_secs=30).retried == 1
+        state = conn.execute("SELECT state, waiting FROM awc.jobs WHERE id = %s",
+                             (child,)).fetchone()
+        assert state == ("PENDING", 0 if parent_done_during_the_run else 1)
+        assert miscounted(conn) == []
+        conn.execute("UPDATE awc.jobs SET run_at = now() WHERE id = %s", (child,))  # no backoff
+        if not parent_done_during_the_run:
+            assert tick(conn, registry=kinds, kinds=["child"], max_secs=30).claimed == 0
+        for _ in range(10):
+            if tick(conn, registry=kinds, max_secs=30, concurrency=1).claimed == 0:
+                break
+        row = conn.execute(
+            "SELECT c.state, c.attempts, p.state, p.finished_at <= c.started_at "
+            "FROM awc.jobs AS c, awc.jobs AS p WHERE c.id = %s AND p.id = %s",
+            (child, parent)).fetchone()
+        assert row == ("COMPLETED", 2, "COMPLETED", True)
+    finally:
+        operator.close()

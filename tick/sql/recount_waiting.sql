@@ -1,6 +1,7 @@
 -- After an operator's retry (SPEC §20, §22), revive_jobs.sql and
 -- revive_descendants.sql: every PENDING job among the revived (%(ids)s) and
--- their children waits for exactly its parents not final now. The revived
+-- their children waits for exactly its parents not final now (a child still
+-- RUNNING too: should its run end in a retry, it waits, migration 0032). The revived
 -- jobs counted their parents at their own rows, in the statement's order:
 -- when one statement revives a job and its parent (a bulk retry of a
 -- cascade's cancelled jobs, or of a fan-in's failed parents), a child
@@ -19,10 +20,10 @@ WITH affected AS MATERIALIZED (
             WHERE e.child_id = c.id
               AND p.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))::integer AS unfinished
     FROM ONLY awc.jobs AS c
-    WHERE c.id = ANY (ARRAY(SELECT id FROM affected)) AND c.state = 'PENDING'
+    WHERE c.id = ANY (ARRAY(SELECT id FROM affected)) AND c.state IN ('PENDING', 'RUNNING')
 )
 UPDATE ONLY awc.jobs AS c
 SET waiting = k.unfinished
 FROM counted AS k
-WHERE c.id = k.id AND c.state = 'PENDING' AND c.waiting <> k.unfinished
+WHERE c.id = k.id AND c.state IN ('PENDING', 'RUNNING') AND c.waiting <> k.unfinished
 RETURNING c.id

@@ -406,3 +406,52 @@ def test_a_handler_module_s_import_error_is_one_short_line(
     (line,) = done.stderr.splitlines()
     assert line.startswith("awc: AWC_HANDLER_MODULES: cannot import 'loud_handlers': ")
     assert len(line) < 1000 and "Traceback" not in done.stderr, line[:300]
+
+
+PASSWORD = "hunter2SECRETPW"
+URL = f"postgresql://app:{PASSWORD}@db.internal:5432/queue"
+
+
+def _quoting_the_url(ctx: Any, payload: dict[str, Any]) -> Any:
+    from tick import Fail, Retry
+
+    how = payload["how"]
+    if how == "raise":
+        raise RuntimeError(f"could not connect to {URL}")
+    if how == "cause":
+        try:
+            raise OSError(f"dsn host=db password={PASSWORD} dbname=queue")
+        except OSError as error:
+            raise RuntimeError("the upstream failed") from error
+    if how == "long":  # the password where the 500-character cut falls
+        raise RuntimeError("x" * 470 + f" {URL}")
+    if how == "kept":  # a secret awc was handed (a setting's), quoted bare
+        raise RuntimeError(f"token {KEPT} refused")
+    return (Retry if how == "retry" else Fail)(f"upstream said no: {URL}")
+
+
+KEPT = "console-token-0123456789"
+
+
+@pytest.mark.parametrize("how", ["raise", "cause", "long", "kept", "retry", "fail"])
+def test_a_handlers_error_is_stored_without_a_password(
+    conn: psycopg.Connection[Any], how: str
+) -> None:
+    """SPEC §3, §22: a handler's exception or Retry/Fail text that quotes a
+    connection string (its DATABASE_URL, a DSN's password=) or a secret awc
+    was handed is recorded with `***` in `last_error`, in each error-history
+    entry and in its traceback; it was stored, and shown by `awc jobs show`,
+    as written."""
+    from tests.support import registry_with
+    from tick import tick as run_tick
+    from tick.redaction import keep_secret
+
+    keep_secret(KEPT)
+    job_id = enqueue(conn, "quotes", {"how": how})
+    run_tick(conn, registry=registry_with(quotes=_quoting_the_url), max_secs=30)
+    row = job_row(conn, job_id)
+    stored = json.dumps([row["last_error"], row["errors"]])
+    assert row["errors"] and row["last_error"]
+    assert PASSWORD not in stored and PASSWORD[:8] not in stored
+    assert KEPT not in stored
+    assert "***" in stored

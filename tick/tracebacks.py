@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from tick.redaction import redacted
 from tick.text import printable
 
 TRACEBACK_LIMIT = 8192  # bytes of UTF-8 (SPEC §22: at most 8 KB)
@@ -102,7 +103,9 @@ def _message(error: BaseException) -> str:
     except BaseException:  # a hostile __str__, even one raising SystemExit (outcomes.py)
         text = "(the exception's message could not be read)"
     name = type(error).__name__[:100]
-    return f"{name}: {text[:MESSAGE_LIMIT]}\n" if text else f"{name}\n"
+    # Redacted before the cut: a password the cut would split is whole here.
+    text = redacted(text[:MESSAGE_LIMIT * 4])[:MESSAGE_LIMIT]
+    return f"{name}: {text}\n" if text else f"{name}\n"
 
 
 def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
@@ -170,16 +173,20 @@ def thread_stack(thread_id: int) -> str | None:
 
 def bounded(text: str, limit: int = TRACEBACK_LIMIT) -> str:
     """`text` made storable and at most `limit` bytes of UTF-8, cut from the
-    middle: the head (the handler's entry) and the tail (where it failed) stay."""
+    middle: the head (the handler's entry) and the tail (where it failed) stay.
+    It holds no secret awc knows of nor a connection string's password
+    (SPEC §3), whether in a message or in a source line."""
+    # Redacted once cut (the text may be long; the cut is at most `limit`);
+    # a message was redacted whole before its own cut (`_message`).
     text = printable(text)
     data = text.encode("utf-8")
     if len(data) <= limit:
-        return text
+        return redacted(text)
     marker = f"\n... ({len(data)} bytes, the middle cut) ...\n".encode()
     keep = limit - len(marker)
     head = data[: keep // 2].decode("utf-8", "ignore")
     tail = data[len(data) - (keep - keep // 2):].decode("utf-8", "ignore")
-    return head + marker.decode() + tail
+    return redacted(head + marker.decode() + tail)
 
 
 def import_location(error: BaseException) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tick.redaction import redacted
 from tick.text import json_value_text, printable
 from tick.words import Label, Record
 
@@ -94,9 +95,14 @@ def error_text(error_class: str, message: str) -> str:
 
     The text is storable by construction: NUL dropped and lone surrogates
     escaped, since PostgreSQL text holds neither and one bad row must not
-    sink the batch it is recorded with.
+    sink the batch it is recorded with; and it holds no secret awc knows of
+    nor any connection string's password.
     """
-    return printable(f"{error_class[:100]}: {message[:ERROR_LIMIT]}")
+    # Redacted before the cut, so a connection string's password the cut
+    # would split is still whole to the redaction (SPEC §3: a handler's
+    # `str(exc)` quoting DATABASE_URL was stored and shown as it was).
+    shown = redacted(message[:ERROR_LIMIT * 4])[:ERROR_LIMIT]
+    return printable(f"{redacted(error_class[:100])}: {shown}")
 
 
 def exception_text(error: BaseException) -> str:

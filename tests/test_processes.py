@@ -353,3 +353,38 @@ def test_a_missing_store_url_is_a_startup_error(awc_env: dict[str, str]) -> None
     env = {k: v for k, v in awc_env.items() if k != "AWC_CAS_URL"}
     done = run_awc(env, "tick")
     assert (done.returncode, done.stderr) == (1, "awc: AWC_CAS_URL is required but not set\n")
+
+
+STRAY_THREAD = (
+    "import threading, time\n"
+    "from tick import Complete, handler\n"
+    "@handler('strays')\n"
+    "def strays(ctx, payload):\n"
+    "    threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()\n"
+    "    return Complete({})\n")
+
+
+def test_a_thread_a_handler_leaves_running_does_not_keep_awc_alive(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A handler that starts a non-daemon thread and returns: `awc tick`
+    printed its report and never exited (the interpreter joins such a
+    thread), and `awc loop` stopped by SIGTERM said so and stayed; both were
+    deaf to SIGTERM until killed."""
+    env = with_module(awc_env, tmp_path, "stray_threads", STRAY_THREAD)
+    job = enqueue(conn, "strays")
+    done = run_awc(env, "tick", "--json", timeout=30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["completed"] == 1
+    assert job_row(conn, job)["state"] == "COMPLETED"
+    looped = enqueue(conn, "strays")
+    proc = spawn(env, "loop")
+    try:
+        wait_for(lambda: job_row(conn, looped)["state"] == "COMPLETED", timeout=30,
+                 what="the loop to run the job")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -350,14 +350,48 @@ def main(argv: list[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
     except click.ClickException as error:
         error.show()
-        sys.exit(error.exit_code)
+        _exit(error.exit_code)
     except click.exceptions.Abort:
         click.echo("awc: aborted", err=True)
-        sys.exit(1)
+        _exit(1)
     except (Exception, KeyboardInterrupt) as error:
         click.echo(f"awc: {failure(error)}", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+        _exit(1)
+    _exit(code if isinstance(code, int) else 0)
+
+
+# How long the threads a handler started and left running may take to end
+# once the command is done, seconds.
+STRAY_THREADS_SECS = 1.0
+
+
+def _exit(code: int) -> NoReturn:
+    """Exit with `code`, whatever threads a handler left running.
+
+    The interpreter's exit joins every non-daemon thread, and awc starts
+    none: a handler's thread that never ended kept `awc tick` alive after
+    its report (SIGTERM did nothing: awc's handler only relays it), until
+    cron's `timeout` killed it a minute later and the next run on the host
+    was skipped. Such threads get a moment to end; then the exit functions
+    (a tracer's flush) run, the streams are flushed and the process ends."""
+    stray = [t for t in threading.enumerate()
+             if not t.daemon and t is not threading.main_thread() and t.is_alive()]
+    if stray:
+        import time
+
+        until = time.monotonic() + STRAY_THREADS_SECS
+        for thread in stray:
+            thread.join(max(0.0, until - time.monotonic()))
+        if any(t.is_alive() for t in stray):
+            import atexit
+            import contextlib
+
+            getattr(atexit, "_run_exitfuncs", lambda: None)()
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):  # a reader gone, or closed
+                    stream.flush()
+            os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

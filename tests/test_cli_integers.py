@@ -78,3 +78,11 @@ def test_a_tick_of_one_second_claims(conn: psycopg.Connection[Any],
     done = run_awc(awc_env, "tick", "--max-secs", "1", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'PENDING'").fetchone() == (0,)
+
+
+def test_a_number_just_past_the_range_is_told_so(awc_env: dict[str, str]) -> None:
+    """Twenty digits are a whole number past a bigint, not "not a whole
+    number" (the pattern stopped at 19 digits)."""
+    output = usage_error(["wait", "9" * 20], awc_env)
+    assert "must be between 1 and 9223372036854775807" in output
+    assert "9" * 20 not in output

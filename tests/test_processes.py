@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.support import ROOT, job_row, run_awc, spawn, wait_for, with_module
 from tick.producer import enqueue, enqueue_many
@@ -388,3 +389,22 @@ def test_a_thread_a_handler_leaves_running_does_not_keep_awc_alive(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("async def h(ctx, payload):\n    return 1\n", "is an async function"),
+    ("def h(ctx, payload):\n    yield 1\n", "is a generator function"),
+])
+def test_a_handler_that_is_not_a_plain_function_is_a_startup_error(
+    awc_env: dict[str, str], tmp_path: Path, source: str, said: str
+) -> None:
+    """An `async def` or generator handler registered, and each of its jobs
+    failed as "result is not JSON: ... coroutine"; now its module's import
+    is refused, naming the kind."""
+    env = with_module(awc_env, tmp_path, "not_plain", (
+        "from tick import handler\n@handler('odd')\n" + source))
+    done = run_awc(env, "tick", timeout=30)
+    assert done.returncode == 1
+    line = done.stderr.strip()
+    assert line.startswith("awc: AWC_HANDLER_MODULES: cannot import 'not_plain'"), line
+    assert "'odd' " + said in line and len(line.splitlines()) == 1

@@ -16,7 +16,9 @@ from typing import Any
 
 import click
 
-_WHOLE = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+# Digits enough for any bigint and a few more, so a number past the range is
+# told so; beyond that it is refused before `int()` reads thousands of them.
+_WHOLE = re.compile(r"-?[0-9]{1,40}", re.ASCII)
 INT64 = 2**63 - 1
 
 

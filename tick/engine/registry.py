@@ -91,6 +91,18 @@ def handler(
         timeout_secs = float(timeout_secs)
 
     def register(fn: HandlerFn) -> HandlerFn:
+        # A coroutine or generator function returns an object that never ran
+        # the handler's body: each job failed as "result is not JSON". Refused
+        # here, so the module's import names it (a startup error).
+        import inspect
+
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(f"the handler of {kind[:100]!r} is an async function; awc runs "
+                            "handlers in threads: make it a plain function (asyncio.run "
+                            "inside it, if it must await)")
+        if inspect.isgeneratorfunction(fn):
+            raise TypeError(f"the handler of {kind[:100]!r} is a generator function (it "
+                            "yields); return the result instead")
         (registry or REGISTRY).add(Handler(kind, fn, payload, lease_secs, timeout_secs))
         return fn
 

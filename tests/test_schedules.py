@@ -361,6 +361,29 @@ def test_the_ledger_is_pruned_by_its_own_setting_never_by_job_pruning(
     assert conn.execute("SELECT count(*) FROM awc.schedule_fires").fetchone() == (1,)
 
 
+def test_the_ledger_keeps_the_fire_of_a_job_still_live(conn: psycopg.Connection[Any]) -> None:
+    """SPEC §15: overlap = skip finds the previous job through the ledger; a
+    fire older than the ledger's retention whose job was still PENDING was
+    pruned, and the next fire enqueued a second job beside it."""
+    from tick.maintenance import prune
+
+    add(conn, every_minute("nightly", overlap="skip"))
+    live = conn.execute("INSERT INTO awc.jobs (kind) VALUES ('report') RETURNING id").fetchone()
+    done = conn.execute("INSERT INTO awc.jobs (kind, state, finished_at) VALUES "
+                        "('report', 'FAILED', now()) RETURNING id").fetchone()
+    assert live and done
+    conn.execute("INSERT INTO awc.schedule_fires (schedule, fire_at, status, job_id, recorded_at) "
+                 "VALUES ('nightly', now() - interval '41 days', 'enqueued', %s, "
+                 "now() - interval '41 days'), ('nightly', now() - interval '40 days', "
+                 "'enqueued', %s, now() - interval '40 days')", (done[0], live[0]))
+    prune(conn, 86400 * 365, force=True, ledger_after_secs=30 * 86400)
+    assert conn.execute("SELECT job_id FROM awc.schedule_fires").fetchall() == [(live[0],)]
+    backdate(conn, "nightly", 1)
+    tick(conn, registry=Registry(), max_secs=30, kinds=["nothing-claims-this"])
+    assert conn.execute("SELECT status FROM awc.schedule_fires ORDER BY fire_at DESC LIMIT 1"
+                        ).fetchone() == ("overlap",)
+
+
 @pytest.mark.parametrize(("cron", "zone"), [("bogus", "UTC"), ("* * * * *", "Mars/Olympus"),
                                               ("0 0 30 2 *", "UTC")])
 def test_a_schedule_written_past_the_checks_is_parked_and_the_others_fire(

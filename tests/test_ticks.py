@@ -161,6 +161,19 @@ def test_the_history_is_pruned_by_its_own_setting(conn: psycopg.Connection[Any])
     assert [r["worker_id"] for r in rows(conn)] == ["new"]
 
 
+def test_the_history_keeps_a_run_still_under_way(conn: psycopg.Connection[Any]) -> None:
+    """A loop's stretch busy for longer than the history keeps: its open row
+    (deadline renewed) was pruned, and the stretch's end recorded nothing.
+    An unfinished row whose deadline passed (it died) goes as before."""
+    from tick.maintenance import prune
+
+    conn.execute("INSERT INTO awc.ticks (driver, worker_id, started_at, deadline_at) VALUES "
+                 "('loop', 'busy', now() - interval '10 days', now() + interval '1 minute'), "
+                 "('loop', 'died', now() - interval '10 days', now() - interval '9 days')")
+    prune(conn, 86400 * 365, force=True, ticks_after_secs=7 * 86400)
+    assert [r["worker_id"] for r in rows(conn)] == ["busy"]
+
+
 def test_the_history_row_costs_no_round_trip(conn: psycopg.Connection[Any]) -> None:
     """SPEC §16: inserted and completed in statements the tick sends anyway,
     for an empty tick and a busy one (one slot, so the exchanges are the same

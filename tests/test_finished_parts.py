@@ -240,6 +240,42 @@ def test_retention_carries_a_parent_a_waiting_child_needs_and_drops_finished_edg
     assert edges == sorted([(child, done_parent), (child, slow_parent)])
 
 
+def test_retention_keeps_a_parent_a_child_committing_during_the_rotation_needs(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """SPEC §20 with §24: a producer's transaction names a completed parent
+    in the part being emptied and commits while the rotation waits for it.
+    The carry had been read before that commit: the TRUNCATE took the parent,
+    and the child ran without it."""
+    import time
+
+    done_parent = enqueue(conn, "noop")
+    slow_parent = enqueue(conn, "noop", run_at=datetime.now(UTC) + timedelta(days=30))
+    run_all(conn, noop=lambda ctx, p: None)
+    first = current_part(conn)
+    conn.execute("UPDATE awc.done_parts SET current = false WHERE current")
+    conn.execute("UPDATE awc.done_parts SET current = true, began = now() - interval '2 days' "
+                 "WHERE slot = %s", ((first - 1) % PARTS,))
+    conn.execute("UPDATE awc.done_parts SET began = now() - interval '8 days' WHERE slot = %s",
+                 ((first + 1) % PARTS,))
+    with connect(db_url) as producer, connect(db_url) as own:
+        rotator = own.info.backend_pid
+        with producer.transaction():
+            child = enqueue(producer, "noop", after=[done_parent, slow_parent])
+            worker = threading.Thread(target=lambda: prune(own, 7 * DAY, force=True))
+            worker.start()
+            until = time.monotonic() + 10
+            while time.monotonic() < until and conn.execute(
+                    "SELECT wait_event_type IS DISTINCT FROM 'Lock' FROM pg_stat_activity "
+                    "WHERE pid = %s", (rotator,)).fetchone() != (False,):
+                time.sleep(0.002)  # a poll: the rotation waiting for the producer's lock
+        worker.join(20)
+        assert not worker.is_alive()
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (done_parent,)).fetchone() \
+        == ("COMPLETED",)
+    assert conn.execute("SELECT waiting FROM awc.jobs WHERE id = %s", (child,)).fetchone() == (1,)
+
+
 def test_a_completion_leaves_a_walk_journal_to_the_prune_and_a_live_one_stays(
     conn: psycopg.Connection[Any]
 ) -> None:

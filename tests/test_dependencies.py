@@ -229,6 +229,46 @@ def test_discard_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connectio
     assert change(conn, "discard", [needed, failed]) == 2  # once the child is final
 
 
+def test_discard_waits_for_a_producer_naming_the_parent_and_keeps_it(
+        db_url: str, conn: psycopg.Connection[Any]) -> None:
+    """SPEC §20, §22: `awc jobs discard P` while a producer's transaction
+    names P as a parent: the discard waited for the producer's lock, then
+    checked for children with a snapshot from before the wait, and deleted
+    the parent the new child needs."""
+    import time
+
+    from tick.admin import discard
+    from tick.db import connect
+    from tick.errors import JobStateError
+
+    parent, slow = enqueue(conn, "ok"), enqueue(conn, "ok")
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (parent,))
+    refused: list[BaseException] = []
+    with connect(db_url) as producer, connect(db_url) as operator:
+        pid = operator.info.backend_pid
+
+        def discard_now() -> None:
+            try:
+                discard(operator, parent)
+            except JobStateError as error:
+                refused.append(error)
+
+        with producer.transaction():
+            child = enqueue(producer, "late", after=[parent, slow])
+            worker = threading.Thread(target=discard_now)
+            worker.start()
+            until = time.monotonic() + 10
+            while time.monotonic() < until and conn.execute(
+                    "SELECT wait_event_type IS DISTINCT FROM 'Lock' FROM pg_stat_activity "
+                    "WHERE pid = %s", (pid,)).fetchone() != (False,):
+                time.sleep(0.005)  # a poll: the discard waiting for the producer's lock
+            assert time.monotonic() < until, "the discard never waited for the producer"
+        worker.join(20)
+    assert len(refused) == 1 and "still needs" in str(refused[0])
+    assert states(conn, [parent, child]) == ["COMPLETED", "PENDING"]
+
+
 def test_show_says_what_holds_a_job_whose_parent_was_deleted_by_hand(
     conn: psycopg.Connection[Any],
 ) -> None:

@@ -167,8 +167,11 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
 
 def discard(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Delete a FAILED, CANCELLED or COMPLETED job (SPEC §22)."""
-    row = conn.execute(sql("discard_jobs"), {"ids": [job_id]}).fetchone()
-    if row is None or row[0] == 0:
+    from tick.bulk import change
+
+    with conn.transaction():  # the lock and the delete: one transaction (lock_discarded.sql)
+        discarded = change(conn, "discard", [job_id])
+    if discarded == 0:
         state = _state_of(conn, job_id)
         if state is None:
             raise JobNotFound(f"job {job_id} does not exist")

@@ -82,6 +82,8 @@ def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
         return 0
     if action == "retry":
         return revive(conn, ids)
+    if action == "discard":
+        conn.execute(sql("lock_discarded"), {"ids": ids}).fetchall()
     row = conn.execute(sql(_STATEMENTS[action]), {"ids": ids}).fetchone()
     return int(row[0]) if row else 0
 

@@ -206,6 +206,35 @@ def test_pruning_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connectio
     assert prune(conn, 3600, force=True) == 2  # once the child is final, both go
 
 
+def test_a_parent_deleted_while_its_child_was_final_is_listed_as_deleted(
+        conn: psycopg.Connection[Any]) -> None:
+    """A child cancelled by one parent's failure is final, so its completed
+    parent may go (retention, or a discard); a retry of the failed parent
+    revives the child, whose ctx.parents() left the deleted parent out: a
+    callback read a part of its batch as the whole."""
+    from tick.admin import discard
+
+    seen: list[Any] = []
+
+    def child(ctx: JobContext, payload: Any) -> Complete:
+        seen.extend(ctx.parents())
+        return Complete()
+
+    done, failing = enqueue(conn, "parent"), enqueue(conn, "parent")
+    c = enqueue(conn, "child", after=[done, failing])
+    conn.execute("UPDATE awc.jobs SET state = 'COMPLETED', finished_at = now() WHERE id = %s",
+                 (done,))
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = now() WHERE id = %s",
+                 (failing,))
+    assert states(conn, [c]) == ["CANCELLED"]
+    discard(conn, done)  # allowed: its only child is final
+    retry(conn, failing)
+    run_all(conn, registry_with(parent=ok, child=child))
+    assert states(conn, [failing, c]) == ["COMPLETED", "COMPLETED"]
+    assert [(p.id, p.kind, p.state, p.result) for p in seen] == [
+        (done, None, "DELETED", None), (failing, "parent", "COMPLETED", {"job": failing})]
+
+
 def test_discard_keeps_a_parent_a_live_child_still_needs(conn: psycopg.Connection[Any]) -> None:
     # SPEC §22: discard never deletes a parent a waiting child needs (its
     # ctx.parents() lost the parent's result, and its edge dangled); by id

@@ -49,10 +49,12 @@ class JobOutcome:
 class ParentJob(NamedTuple):
     """One parent of a running job, as `ctx.parents()` yields it: `result`
     decoded, or its JSON text (a str) when nested deeper than Python's
-    decoder goes."""
+    decoder goes. A parent deleted since the child was declared (retention,
+    or a discard, while the child was final and not yet retried) has state
+    `DELETED` and no kind or result."""
 
     id: int
-    kind: str
+    kind: str | None
     state: str
     result: Any
 
@@ -152,7 +154,7 @@ def parents(conn: psycopg.Connection[Any], job_id: int,
                             {"child": job_id, "after": after, "page": page}).fetchall()
         for pid, kind, state, result in rows:
             # Too deep to decode: its JSON text, as the operator commands show it.
-            yield ParentJob(int(pid), str(kind), str(state),
+            yield ParentJob(int(pid), None if kind is None else str(kind), str(state),
                             None if result is None else shown_json(result))
         if len(rows) < page:
             return

@@ -127,6 +127,21 @@ def with_module(env: dict[str, str], folder: Path, name: str, source: str) -> di
             "PYTHONPATH": f"{folder}:{env.get('PYTHONPATH', ROOT)}"}
 
 
+def seen_waiting_on_a_lock(conn: psycopg.Connection[Any], pid: int,
+                           timeout: float = 10) -> bool:
+    """Poll until backend `pid` waits for a lock (a heavyweight one: a row's
+    or a table's); False if it never did within `timeout` seconds."""
+    import time
+
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                        (pid,)).fetchone() == (True,):
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def run_awc(
     env: dict[str, str], *args: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:

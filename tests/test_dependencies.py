@@ -264,8 +264,7 @@ def test_discard_waits_for_a_producer_naming_the_parent_and_keeps_it(
     names P as a parent: the discard waited for the producer's lock, then
     checked for children with a snapshot from before the wait, and deleted
     the parent the new child needs."""
-    import time
-
+    from tests.support import seen_waiting_on_a_lock
     from tick.admin import discard
     from tick.db import connect
     from tick.errors import JobStateError
@@ -287,12 +286,7 @@ def test_discard_waits_for_a_producer_naming_the_parent_and_keeps_it(
             child = enqueue(producer, "late", after=[parent, slow])
             worker = threading.Thread(target=discard_now)
             worker.start()
-            until = time.monotonic() + 10
-            while time.monotonic() < until and conn.execute(
-                    "SELECT wait_event_type IS DISTINCT FROM 'Lock' FROM pg_stat_activity "
-                    "WHERE pid = %s", (pid,)).fetchone() != (False,):
-                time.sleep(0.005)  # a poll: the discard waiting for the producer's lock
-            assert time.monotonic() < until, "the discard never waited for the producer"
+            assert seen_waiting_on_a_lock(conn, pid), "the discard never waited for the producer"
         worker.join(20)
     assert len(refused) == 1 and "still needs" in str(refused[0])
     assert states(conn, [parent, child]) == ["COMPLETED", "PENDING"]

@@ -108,6 +108,39 @@ def test_more_keys_than_slots_take_turns_across_claims(conn: psycopg.Connection[
     assert sorted(str(k) for k in served) == [f"k{n:02d}" for n in range(12)]
 
 
+def test_one_keys_trickle_of_higher_priority_jobs_starves_no_key_below(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """One key cursor for all priorities: a claim that served only key m's
+    priority-5 job set it to m, and each claim of priority 0 after it
+    started after m; with one slot (a loop as its jobs finish), key n was
+    served every time and the keys before m never. Each priority keeps its
+    own cursor now."""
+    below = [f"{c}" for c in "abcdnopq"]
+    for key in below:
+        enqueue(conn, 3, key, priority=0)
+    cursor = Cursor()
+    served: list[str | None] = []
+    for _ in range(len(below)):
+        enqueue(conn, 1, "m", priority=5)
+        assert keys_of(conn, claim(conn, cursor, 1)) == ["m"]
+        served += keys_of(conn, claim(conn, cursor, 1))
+    assert sorted(str(k) for k in served) == below  # each key once, in 8 claims
+
+
+def test_a_key_cursor_a_run_left_before_cursors_by_priority_still_starts_the_rotation(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A history row of an earlier version keeps one key, not an object of
+    them: a new process starts every priority after it."""
+    for key in "abc":
+        enqueue(conn, 1, key)
+    cursor = Cursor()
+    cursor.seed_key("a")
+    assert keys_of(conn, claim(conn, cursor, 1)) == ["b"]
+    assert json.loads(cursor.key_after) == {"*": "a", "0": "b"}
+
+
 def test_a_key_whose_jobs_are_due_later_does_not_stop_the_claim(
     conn: psycopg.Connection[Any],
 ) -> None:
@@ -241,7 +274,7 @@ def claim_reads(conn: psycopg.Connection[Any], slots: int, key_after: str,
     plan, rolled back."""
     from tick.queue import NO_CURSOR, array_literal
 
-    params = {**NO_CURSOR, "key_after": key_after, "queue": None,
+    params = {**NO_CURSOR, "key_after": json.dumps({"*": key_after}), "queue": None,
               "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
               "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     top = explained(conn, "claim_keyed_jobs", params)

@@ -51,6 +51,19 @@ def _order(key: Key) -> tuple[int, float, int]:
     return (key[0], key[3], key[2])
 
 
+def key_cursors(stored: str) -> str:
+    """The key cursors a history row keeps, as the fair claim takes them: a
+    JSON object of keys by priority, or (a row from before they were kept by
+    priority) one key, then the cursor of every priority."""
+    try:
+        got = json.loads(stored)
+    except ValueError:
+        got = None
+    if isinstance(got, dict) and all(isinstance(v, str) for v in got.values()):
+        return stored
+    return json.dumps({"*": stored})
+
+
 @dataclass(slots=True)
 class Cursor:
     """One claimer's cursor. Coordinator thread only."""
@@ -60,10 +73,12 @@ class Cursor:
     xip: list[str] = field(default_factory=list)
     rewind: Key | None = None  # the first key passed over with jobs due later
     rewind_at: float = 0.0  # monotonic instant the first of those is due
-    # The fair claim's key cursor (SPEC §23, decision 0034): the last key it
-    # served; the next claim starts with the key after it ('' : from the start,
-    # or after the jobs without a key, which are the key '').
-    key_after: str = ""
+    # The fair claim's key cursors (SPEC §23, decision 0034), one per
+    # priority, as the JSON text the claim takes and gives back: the last key
+    # served at each; the next claim of that priority starts with the key
+    # after it ('' : from the start, or after the jobs without a key, which
+    # are the key ''). `key_cursors` reads one a run left.
+    key_after: str = "{}"
     key_moved: bool = False  # a fair claim set `key_after` in this run
 
     def params(self, now: float) -> dict[str, Any]:
@@ -92,7 +107,7 @@ class Cursor:
         (claim_key_seed.sql's key, None if none), unless this one has
         served keys already (SPEC §23)."""
         if key_after is not None and not self.key_moved:
-            self.key_after = key_after
+            self.key_after = key_cursors(key_after)
 
     def served_key(self, key: str) -> None:
         """A fair claim served keys up to `key`: the next starts after it."""

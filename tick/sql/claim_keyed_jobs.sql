@@ -7,9 +7,10 @@
 --
 -- The keys are found by a skip scan of jobs_ready_key_idx, ((-priority),
 -- coalesce(key, ''), run_at, id): one probe per key, however many jobs each
--- holds, starting after this claimer's key cursor (%(key_after)s) and
--- wrapping around within each priority, so the keys late in sort order are
--- not left behind when there are more keys than slots. The walk stops at as
+-- holds, starting after this claimer's key cursor of that priority
+-- (%(key_after)s, a JSON object of them) and wrapping around within it, so
+-- the keys late in sort order are not left behind when there are more keys
+-- than slots. The walk stops at as
 -- many keys with ready jobs as there are slots, and reads from each at most
 -- what round-robin could give it (slots - keys + 1): its cost is bounded by
 -- the slots, never by a backlog. The candidates are read without locks; a
@@ -50,7 +51,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL AND j.run_at <= now())
                AS go,
            cardinality(%(slots)s::text[]) AS want,
-           coalesce(%(key_after)s::text, '') AS k0
+           -- The key cursor, one per priority (SPEC §23): {"-p": key} for the
+           -- priorities served, "*" for the others (a cursor of one key,
+           -- from before; none: ''). One for all priorities let one key's
+           -- trickle of higher-priority jobs set it every claim, and the
+           -- priority below served the key after that one, only it.
+           coalesce(%(key_after)s::jsonb, '{}') AS cursors
     FROM limited AS l
 ), groups AS (
     -- (priority, key) groups with PENDING jobs, in the walk's order: within a
@@ -93,7 +99,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    FROM ONLY awc.jobs AS j
                    WHERE j.state = 'PENDING' AND j.waiting = 0
                      AND -j.priority::int = top.p
-                     AND coalesce(j.key, '') > plan.k0
+                     AND coalesce(j.key, '') > coalesce(plan.cursors ->> top.p::text,
+                                                        plan.cursors ->> '*', '')
                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                   UNION ALL
                   (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
@@ -165,7 +172,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              FROM ONLY awc.jobs AS j
              WHERE g.phase = 1 AND g.ready IS TRUE
                AND j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
-               AND coalesce(j.key, '') > g.k AND coalesce(j.key, '') <= plan.k0
+               AND coalesce(j.key, '') > g.k
+               AND coalesce(j.key, '') <= coalesce(plan.cursors ->> g.p::text,
+                                                   plan.cursors ->> '*', '')
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, g.phase AS phase,
@@ -173,7 +182,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              FROM ONLY awc.jobs AS j
              WHERE g.phase = 1 AND g.ready IS NOT TRUE
                AND j.state = 'PENDING' AND j.waiting = 0 AND -j.priority::int = g.p
-               AND coalesce(j.key, '') > g.k AND coalesce(j.key, '') <= plan.k0
+               AND coalesce(j.key, '') > g.k
+               AND coalesce(j.key, '') <= coalesce(plan.cursors ->> g.p::text,
+                                                   plan.cursors ->> '*', '')
                AND j.run_at <= now()
                AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
                AND (%(queues)s::text[] IS NULL OR j.queue = ANY (%(queues)s::text[]))
@@ -184,7 +195,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
              FROM ONLY awc.jobs AS j
              WHERE j.state = 'PENDING' AND j.waiting = 0
                AND -j.priority::int = g.p AND g.phase = 0
-               AND coalesce(j.key, '') <= plan.k0
+               AND coalesce(j.key, '') <= coalesce(plan.cursors ->> g.p::text,
+                                                   plan.cursors ->> '*', '')
              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
             UNION ALL
             -- Past this priority's keys: the next priority, from the cursor.
@@ -198,7 +210,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                   FROM ONLY awc.jobs AS j
                   WHERE j.state = 'PENDING' AND j.waiting = 0
                     AND -j.priority::int = nxt.p
-                    AND coalesce(j.key, '') > plan.k0
+                    AND coalesce(j.key, '') > coalesce(plan.cursors ->> nxt.p::text,
+                                                       plan.cursors ->> '*', '')
                   ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                  UNION ALL
                  (SELECT -j.priority::int, coalesce(j.key, ''), 1, j.run_at, j.kind, j.queue, j.id
@@ -372,18 +385,23 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
                    WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
-    -- The next key cursor: the last key served at the last priority served,
-    -- so the next claim starts with the key after it; when none was served
-    -- (a per-key limit held every key walked), past the keys walked, so the
-    -- next claim reaches the keys after them. The last priority, not the
-    -- first: every key of a priority above it was served (a priority is
-    -- taken whole before the next), and the rotation matters where the
-    -- slots ran out. (From the first, one job of a higher priority each
-    -- claim set the cursor to its key, and the claims of the priority below
-    -- started after that key every time: the keys before it were never
-    -- served.) (`found` is read only then: coalesce stops at the first value.)
-    SELECT coalesce((SELECT c.k FROM chosen AS c ORDER BY c.p DESC, c.n DESC LIMIT 1),
-                    (SELECT f.k FROM found AS f ORDER BY f.p DESC, f.n DESC LIMIT 1)) AS k
+    -- The next key cursors: at each priority served, the last key served
+    -- there, so the next claim of that priority starts with the key after
+    -- it; when none was served (a per-key limit held every key walked), past
+    -- the keys walked at each priority, so the next claim reaches the keys
+    -- after them. Merged into the cursors given, at most 64 priorities kept
+    -- (past that, those of this claim and the default). (`found` is read
+    -- only then: coalesce stops at the first value.)
+    SELECT CASE WHEN n.m IS NULL THEN NULL
+                WHEN (SELECT count(*) FROM jsonb_object_keys(p.cursors || n.m)) > 64
+                    THEN jsonb_strip_nulls(jsonb_build_object('*', p.cursors -> '*')) || n.m
+                ELSE p.cursors || n.m END AS k
+    FROM plan AS p, (SELECT coalesce(
+        (SELECT jsonb_object_agg(c.p::text, c.k)
+         FROM (SELECT DISTINCT ON (c.p) c.p, c.k FROM chosen AS c ORDER BY c.p, c.n DESC) AS c),
+        (SELECT jsonb_object_agg(f.p::text, f.k)
+         FROM (SELECT DISTINCT ON (f.p) f.p, f.k FROM found AS f ORDER BY f.p, f.n DESC) AS f))
+        AS m) AS n
 ), more AS MATERIALIZED (
     -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
     -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a
@@ -410,7 +428,7 @@ SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wai
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT k FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more)
+       (SELECT k::text FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more)
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)

@@ -50,3 +50,33 @@ def test_a_continue_at_the_continues_limit_sinks_no_batch(conn: psycopg.Connecti
     assert report.completed == 4, report
     assert job_row(conn, ids[0])["continues"] == INT_MAX
 
+
+
+BIGINT_MIN = -(2**63)
+
+
+@pytest.mark.parametrize("claim", ["walk", "queue"])
+@pytest.mark.parametrize("how", ["passed, due later", "left ready, locked"])
+def test_a_job_at_the_least_id_stops_no_claim(
+        db_url: str, conn: psycopg.Connection[Any], claim: str, how: str) -> None:
+    """A row of plain SQL with id -9223372036854775808: the walk's cursor is
+    the key just before a job it passes over (due later) or leaves ready
+    (another transaction holds it), and `id - 1` made every claim fail
+    with "bigint out of range": nothing ran."""
+    from tick.db import connect
+
+    if how == "passed, due later":
+        conn.execute("INSERT INTO awc.jobs (id, kind, priority, run_at) VALUES "
+                     "(%s, 'noop', 5, now() + interval '1 hour')", (BIGINT_MIN,))
+    else:
+        conn.execute("INSERT INTO awc.jobs (id, kind, priority) VALUES (%s, 'noop', 5)",
+                     (BIGINT_MIN,))
+    ids = enqueue_many(conn, [{"kind": "noop"} for _ in range(10)])
+    with connect(db_url) as holder, holder.transaction():
+        if how == "left ready, locked":
+            holder.execute("SELECT 1 FROM awc.jobs WHERE id = %s FOR UPDATE", (BIGINT_MIN,))
+        report = tick(conn, registry=registry_with(noop=done), max_secs=20, concurrency=2,
+                      queues=["default"] if claim == "queue" else None)
+    assert report.completed == 10, report
+    assert {job_row(conn, i)["state"] for i in ids} == {"COMPLETED"}
+    assert job_row(conn, BIGINT_MIN)["state"] == "PENDING"

@@ -145,7 +145,14 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     -- The next cursor: before the first job left ready, else past the last
     -- one taken, else where it was.
     SELECT m.p, m.run_at, m.id
-    FROM (SELECT 1 AS rank, p, run_at, id - 1 AS id FROM left_ready
+    -- Just before a key is one id less; before the least id a bigint
+    -- holds (a row of plain SQL: `id - 1` failed every claim), the last key
+    -- of the priority above, which no job due can hold.
+    FROM (SELECT 1 AS rank, b.p, b.run_at, b.id FROM left_ready AS l, LATERAL (
+              SELECT l.p, l.run_at, l.id - 1 AS id WHERE l.id > -9223372036854775808
+              UNION ALL
+              SELECT l.p - 1, 'infinity'::timestamptz, 9223372036854775807
+              WHERE l.id = -9223372036854775808) AS b
           UNION ALL
           (SELECT 2, p, run_at, id FROM taken_next ORDER BY 2 DESC, 3 DESC, 4 DESC LIMIT 1)
           UNION ALL
@@ -174,8 +181,12 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         -- key), reading every ready job on each claim (tests/test_plans.py).
         ORDER BY -j.priority::int, j.run_at, j.id) AS j
 ), rewind AS MATERIALIZED (
-    SELECT f.p, f.run_at, f.id - 1 AS id, (SELECT min(run_at) FROM passed) AS due
-    FROM (SELECT * FROM passed ORDER BY 1, 2, 3 LIMIT 1) AS f
+    SELECT b.p, b.run_at, b.id, (SELECT min(run_at) FROM passed) AS due
+    FROM (SELECT * FROM passed ORDER BY 1, 2, 3 LIMIT 1) AS f, LATERAL (
+        SELECT f.p, f.run_at, f.id - 1 AS id WHERE f.id > -9223372036854775808
+        UNION ALL  -- as the mark's: just before the least id
+        SELECT f.p - 1, 'infinity'::timestamptz, 9223372036854775807
+        WHERE f.id = -9223372036854775808) AS b
 )
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
        queue, trace, rerun, NULL::text AS mark

@@ -141,6 +141,21 @@ def test_a_key_cursor_a_run_left_before_cursors_by_priority_still_starts_the_rot
     assert json.loads(cursor.key_after) == {"*": "a", "0": "b"}
 
 
+def test_the_key_cursors_keep_at_most_64_priorities(conn: psycopg.Connection[Any]) -> None:
+    """A producer that uses a new priority for every job cannot grow the
+    cursors each claim sends and the history keeps."""
+    enqueue(conn, 1, "b")
+    cursor = Cursor()
+    many = {str(-p): "k" for p in range(1, 65)}
+    cursor.key_after = json.dumps({"*": "a", **many})
+    assert keys_of(conn, claim(conn, cursor, 1)) == ["b"]
+    assert json.loads(cursor.key_after) == {"*": "a", "0": "b"}
+    cursor.key_after = json.dumps({str(-p): "k" for p in range(1, 10)})
+    enqueue(conn, 1, "c")
+    assert keys_of(conn, claim(conn, cursor, 1)) == ["c"]
+    assert len(json.loads(cursor.key_after)) == 10
+
+
 def test_a_key_whose_jobs_are_due_later_does_not_stop_the_claim(
     conn: psycopg.Connection[Any],
 ) -> None:

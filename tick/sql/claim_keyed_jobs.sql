@@ -51,11 +51,9 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.key IS NOT NULL AND j.run_at <= now())
                AS go,
            cardinality(%(slots)s::text[]) AS want,
-           -- The key cursor, one per priority (SPEC §23): {"-p": key} for the
-           -- priorities served, "*" for the others (a cursor of one key,
-           -- from before; none: ''). One for all priorities let one key's
-           -- trickle of higher-priority jobs set it every claim, and the
-           -- priority below served the key after that one, only it.
+           -- The key cursors, one per priority (SPEC §23): {"-p": key} for
+           -- the priorities served, "*" for the others (a cursor of one
+           -- key, from before they were kept by priority; none: '').
            coalesce(%(key_after)s::jsonb, '{}') AS cursors
     FROM limited AS l
 ), groups AS (
@@ -385,23 +383,30 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
                    WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0) AS held_back
 ), turn AS MATERIALIZED (
-    -- The next key cursors: at each priority served, the last key served
-    -- there, so the next claim of that priority starts with the key after
-    -- it; when none was served (a per-key limit held every key walked), past
-    -- the keys walked at each priority, so the next claim reaches the keys
-    -- after them. Merged into the cursors given, at most 64 priorities kept
-    -- (past that, those of this claim and the default). (`found` is read
-    -- only then: coalesce stops at the first value.)
-    SELECT CASE WHEN n.m IS NULL THEN NULL
-                WHEN (SELECT count(*) FROM jsonb_object_keys(p.cursors || n.m)) > 64
-                    THEN jsonb_strip_nulls(jsonb_build_object('*', p.cursors -> '*')) || n.m
-                ELSE p.cursors || n.m END AS k
-    FROM plan AS p, (SELECT coalesce(
-        (SELECT jsonb_object_agg(c.p::text, c.k)
-         FROM (SELECT DISTINCT ON (c.p) c.p, c.k FROM chosen AS c ORDER BY c.p, c.n DESC) AS c),
-        (SELECT jsonb_object_agg(f.p::text, f.k)
-         FROM (SELECT DISTINCT ON (f.p) f.p, f.k FROM found AS f ORDER BY f.p, f.n DESC) AS f))
-        AS m) AS n
+    -- The next key cursors: the cursors given, with the last priority
+    -- served set to the last key served there, so the next claim of that
+    -- priority starts with the key after it; when none was served (a per-key
+    -- limit held every key walked), past the keys walked, so the next claim
+    -- reaches the keys after them. The last priority: every key of a
+    -- priority above it was served (a priority is taken whole before the
+    -- next), and the rotation matters where the slots ran out; the cursors
+    -- of the others stay. (One cursor for all priorities was the last key
+    -- served: one key's trickle of higher-priority jobs set it every claim,
+    -- and the claims of the priority below served the key after it, only
+    -- it.) At most 64 priorities are kept (past that, this one and the
+    -- default), so a producer inventing priorities cannot grow them.
+    -- (`found` is read only when nothing was chosen: the first branch that
+    -- gives a row ends the union.)
+    SELECT CASE WHEN p.cursors ? t.p::text
+                     OR (SELECT count(*) FROM jsonb_object_keys(p.cursors)) < 64
+                    THEN p.cursors || jsonb_build_object(t.p::text, t.k)
+                ELSE jsonb_strip_nulls(jsonb_build_object('*', p.cursors -> '*'))
+                     || jsonb_build_object(t.p::text, t.k) END AS k
+    FROM plan AS p, (
+        (SELECT c.p, c.k FROM chosen AS c ORDER BY c.p DESC, c.n DESC LIMIT 1)
+        UNION ALL
+        (SELECT f.p, f.k FROM found AS f ORDER BY f.p DESC, f.n DESC LIMIT 1)
+        LIMIT 1) AS t
 ), more AS MATERIALIZED (
     -- Short (fewer jobs than slots), but not because the ready keyed jobs ran
     -- out: another claimer took or holds a chosen job (SKIP LOCKED), or a

@@ -127,3 +127,60 @@ def test_a_mark_after_the_completion_finds_nothing_and_the_read_sees_it(
         (job, "COMPLETED")]
     assert conn.execute(sql("mark_waited"), {"id": job}).rowcount == 0
     assert wait(conn, job, 1, poll_secs=3600) == JobOutcome("COMPLETED", None, None)
+
+
+def test_a_wait_keeps_the_callers_own_listen_and_notifications(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """`wait` on a connection the caller LISTENs on: the notifications of the
+    caller's channel that came before and during the wait were read and
+    dropped, and a caller's own LISTEN on awc_final was ended."""
+    job = enqueue(conn, "ok")
+    with connect(db_url) as own:
+        own.execute("LISTEN orders")
+        own.execute(f"LISTEN {FINAL_CHANNEL}")
+        conn.execute("NOTIFY orders, 'before'")
+
+        def complete_soon() -> None:
+            conn.execute("NOTIFY orders, 'during'")
+            tick(conn, registry=registry_with(ok=ok), max_secs=10, max_jobs=1)
+
+        threading.Timer(0.3, complete_soon).start()
+        assert wait(own, job, 20, poll_secs=3600).state == "COMPLETED"
+        listening = own.execute("SELECT array_agg(c ORDER BY c) FROM pg_listening_channels() "
+                                "AS c").fetchone()
+        assert listening == ([FINAL_CHANNEL, "orders"],)
+        payloads = [n.payload for n in own.notifies(timeout=0.5)
+                    if n.channel == "orders"]
+        assert payloads == ["before", "during"]
+
+
+def test_a_wait_inside_a_repeatable_read_transaction_is_refused(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """Its snapshot never changes: the poll read the job as it was, and the
+    wait timed out on a job long COMPLETED."""
+    job = enqueue(conn, "ok")
+    with connect(db_url) as own:
+        own.autocommit = False
+        own.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        with pytest.raises(ValueError, match="REPEATABLE READ transaction"):
+            wait(own, job, 5)
+        own.rollback()
+        own.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        tick(conn, registry=registry_with(ok=ok), max_secs=10, max_jobs=1)
+        assert wait(own, job, 5).state == "COMPLETED"  # a READ COMMITTED one polls
+        own.rollback()
+
+
+def test_a_completed_outcome_carries_no_earlier_error(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """A job that failed, was retried by an operator and then completed kept
+    its old `last_error`, and `wait` returned it beside a COMPLETED state."""
+    from tick.admin import retry
+
+    job = enqueue(conn, "ok")
+    conn.execute("UPDATE awc.jobs SET state = 'FAILED', last_error = 'Fail: nope', "
+                 "finished_at = now() WHERE id = %s", (job,))
+    assert wait(conn, job, 5).last_error == "Fail: nope"
+    retry(conn, job)
+    tick(conn, registry=registry_with(ok=ok), max_secs=10, max_jobs=1)
+    assert wait(conn, job, 5) == JobOutcome("COMPLETED", {"job": job}, None)

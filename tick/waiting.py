@@ -66,6 +66,8 @@ def _outcome(conn: psycopg.Connection[Any], job_id: int) -> JobOutcome | None:
     state, result, last_error = row
     if state not in FINAL_STATES:
         return None
+    if state == "COMPLETED":  # an earlier run's error stays on the row, not in the outcome
+        last_error = None
     if result is None:
         return JobOutcome(str(state), None, last_error)
     try:
@@ -80,8 +82,13 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
     `timeout_secs` pass first, `JobNotFound` if there is no such job.
 
     On an autocommit connection it LISTENs for the job's final notification
-    (and UNLISTENs before returning); inside a transaction, where a LISTEN
-    would wait for the commit, it polls every `poll_secs`. An infinite
+    (and UNLISTENs before returning, unless the caller was listening on that
+    channel already); notifications of other channels (and, to a caller
+    listening on it, of that one) that arrive meanwhile are kept for the
+    caller's `conn.notifies()` or notify handlers. Inside a transaction,
+    where a LISTEN would wait for the commit, it polls every `poll_secs`:
+    a READ COMMITTED transaction only (in a REPEATABLE READ or SERIALIZABLE
+    one the job's outcome could never be seen: a `ValueError`). An infinite
     timeout waits as long as it takes; NaN is refused (no deadline compares
     with it, and the wait would poll without pause). On a connection awc
     opened (`tick.db.connect`), a server that stops answering ends the wait
@@ -109,8 +116,21 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float,
 def _wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float, end: float,
           poll_secs: float) -> JobOutcome:
     listening = conn.autocommit
+    if not listening:
+        row = conn.execute("SELECT current_setting('transaction_isolation')").fetchone()
+        if row is not None and row[0] != "read committed":
+            # One snapshot for the whole transaction: the poll would read the
+            # job as it was, for ever (and hold the horizon meanwhile).
+            raise ValueError(f"wait: inside a {str(row[0]).upper()} transaction the job's "
+                             "outcome can never be seen; wait on an autocommit connection")
+    ours = False  # whether this wait began the LISTEN (a caller's own stays)
+    kept: list[Any] = []  # the caller's notifications, handed back at the end
     if listening:
-        conn.execute(f"LISTEN {FINAL_CHANNEL}")
+        row = conn.execute("SELECT %s = ANY (ARRAY(SELECT pg_listening_channels()))",
+                           (FINAL_CHANNEL,)).fetchone()
+        ours = not (row and row[0])
+        if ours:
+            conn.execute(f"LISTEN {FINAL_CHANNEL}")
     try:
         if listening:  # marked as waited for, or its completion announces nothing
             conn.execute(sql("mark_waited"), {"id": job_id})
@@ -130,12 +150,32 @@ def _wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float, end: 
                 continue
             until = time.monotonic() + nap
             while (rest := until - time.monotonic()) > 0:
-                if any(heard(n.payload, wanted)
-                       for n in conn.notifies(timeout=rest, stop_after=1)):
+                got = list(conn.notifies(timeout=rest, stop_after=1))
+                kept.extend(n for n in got if n.channel != FINAL_CHANNEL or not ours)
+                if any(n.channel == FINAL_CHANNEL and heard(n.payload, wanted) for n in got):
                     break
     finally:
-        if listening and not conn.closed:
+        if ours and not conn.closed:
             conn.execute(f"UNLISTEN {FINAL_CHANNEL}")
+        _hand_back(conn, kept)
+
+
+def _hand_back(conn: psycopg.Connection[Any], kept: list[Any]) -> None:
+    """The notifications the wait read that were not its own, to where the
+    caller reads them: its notify handlers, else the backlog its next
+    `conn.notifies()` yields first (psycopg keeps no public way to put one
+    back: a version without that backlog loses them, as before)."""
+    if not kept:
+        return
+    handlers = getattr(conn, "_notify_handlers", None)
+    if handlers:
+        for notify in kept:
+            for handler in list(handlers):
+                handler(notify)
+        return
+    backlog = getattr(conn, "_notifies_backlog", None)
+    if backlog is not None:
+        backlog.extend(kept)
 
 
 def heard(payload: str, wanted: str) -> bool:

@@ -86,3 +86,28 @@ def test_a_number_just_past_the_range_is_told_so(awc_env: dict[str, str]) -> Non
     output = usage_error(["wait", "9" * 20], awc_env)
     assert "must be between 1 and 9223372036854775807" in output
     assert "9" * 20 not in output
+
+
+def test_ctrl_c_during_a_command_is_one_awc_line(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    """^C while `awc wait` waits: click printed a blank line and awc said
+    `awc: aborted`; now one line, `awc: interrupted`, exit 1."""
+    import signal
+    import subprocess
+
+    from tests.support import ROOT, awc_command, wait_for
+    from tick.producer import enqueue
+
+    job = enqueue(conn, "noop")
+    proc = subprocess.Popen(awc_command("wait", str(job), "--timeout", "60"), env=awc_env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
+                                      (job,)).fetchone() == (True,), what="the wait to begin")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err, out) == (1, "awc: interrupted\n", "")

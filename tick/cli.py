@@ -24,7 +24,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
-from tick.cli_types import Whole
+from tick.cli_types import AwcGroup, Interrupted, Whole
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
 from tick.settings import COUNT_MAX, MAX_CONCURRENCY, WEEK, Settings, load_settings
@@ -38,7 +38,7 @@ def _connect(settings: Settings) -> Any:
     return open_database(settings)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=AwcGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="awc-worker", prog_name="awc")
 def cli() -> None:
     """awc: run background jobs from a PostgreSQL queue in bounded ticks."""
@@ -336,7 +336,7 @@ def failure(error: BaseException) -> str:
     """The text of the `awc:` line for a command's failure (SPEC §3)."""
     if isinstance(error, AwcError):
         return shown(str(error))
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, (KeyboardInterrupt, Interrupted)):
         return "interrupted"
     return shown(_unexpected(error))
 

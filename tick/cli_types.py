@@ -6,7 +6,8 @@ click's integer is Python's `int()`, which also reads other scripts' digits
 and surrounding spaces: `awc enqueue --after` with that digit made a job
 wait for job 1. And its refusal quotes the argument back, 5,000 digits and
 all. A whole number here is ASCII digits with an optional leading `-`,
-within the option's range, and a refusal quotes nothing of it.
+within the option's range, and a refusal quotes nothing of it. And the
+command group, whose ^C ends a command with one `awc:` line.
 """
 
 from __future__ import annotations
@@ -44,3 +45,19 @@ class Whole(click.ParamType):  # type: ignore[type-arg]  # generic only in newer
 
 
 JOB_ID = Whole(1, INT64)
+
+
+class Interrupted(Exception):
+    """^C during a command: the `awc: interrupted` line (SPEC §3)."""
+
+
+class AwcGroup(click.Group):
+    """awc's command group: ^C during a command ends it with one `awc:` line.
+    click turned it into its Abort, after a blank line on stderr (for a
+    terminal's `^C` echo), and awc printed `awc: aborted`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted from None

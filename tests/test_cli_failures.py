@@ -356,3 +356,20 @@ def test_the_loop_claims_only_its_kinds_and_queues(
         proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert job_state(conn, other_kind) == job_state(conn, other_queue) == "PENDING"
+
+
+def test_a_command_whose_output_is_closed_says_so(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """`awc enqueue noop >&-`: Python leaves no stdout, click printed nothing
+    and said nothing, and the command exited 0 with the new job's id lost.
+    A command that writes nothing there (`awc tick --as-events`) runs on."""
+    import shlex
+
+    def closed(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", shlex.join(awc_command(*args)) + " >&-"],
+                              env=awc_env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    done = closed("enqueue", "noop")
+    assert (done.returncode, done.stderr) == (1, "awc: standard output is closed\n")
+    assert closed("tick", "--as-events").returncode == 0

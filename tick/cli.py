@@ -24,7 +24,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
-from tick.cli_types import AwcGroup, Interrupted, Whole
+from tick.cli_types import AwcGroup, ClosedOutput, Interrupted, Whole
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
 from tick.settings import COUNT_MAX, MAX_CONCURRENCY, WEEK, Settings, load_settings
@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     from tick.events import bridge_logging
 
     bridge_logging(os.environ.get("AWC_LOG_FORMAT", "json"))
+    if sys.stdout is None:  # started with it closed: a write must fail, not vanish
+        sys.stdout = ClosedOutput()
     try:
         code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
     except click.ClickException as error:

@@ -7,11 +7,14 @@ and surrounding spaces: `awc enqueue --after` with that digit made a job
 wait for job 1. And its refusal quotes the argument back, 5,000 digits and
 all. A whole number here is ASCII digits with an optional leading `-`,
 within the option's range, and a refusal quotes nothing of it. And the
-command group, whose ^C ends a command with one `awc:` line.
+command group, whose ^C ends a command with one `awc:` line, and the
+standard output a process started without.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import re
 from typing import Any
 
@@ -61,3 +64,16 @@ class AwcGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted from None
+
+
+class ClosedOutput(io.TextIOBase):
+    """Standard output when the process started with it closed (`>&-`):
+    Python leaves `sys.stdout` None, and click then prints nothing and says
+    nothing, so `awc enqueue` exited 0 with the new job's id lost. Writing
+    here fails, and the command ends with one `awc:` line and exit 1."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")

@@ -121,3 +121,28 @@ def test_a_stretch_row_costs_the_loop_no_round_trip(conn: psycopg.Connection[Any
     assert counts[1] == counts[0], counts
     (row,) = loop_rows(conn)
     assert (row["claimed"], row["completed"], row["finished_at"] is not None) == (3, 3, True)
+
+
+def test_a_busy_loop_writes_no_idle_rows_during_its_stretch(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A stretch counted as busy only once it ended: each maintenance pass
+    during a long stretch wrote a row of its own (claimed 0, `drained`) as
+    if the loop were idle, beside the stretch's."""
+    job = enqueue(conn, "sleep", {"seconds": 4})
+    proc = spawn({**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "1"}, "loop")
+    try:
+        wait_for(lambda: conn.execute("SELECT state FROM awc.jobs WHERE id = %s",
+                                      (job,)).fetchone() == ("COMPLETED",),
+                 timeout=30, what="the job to complete")
+        stretch = wait_for(lambda: [r for r in loop_rows(conn) if r["claimed"] == 1
+                                    and r["finished_at"] is not None], timeout=10,
+                           what="the stretch's row completed")[0]
+        # Rows written after the stretch's opened, while it ran (the first
+        # pass, at the loop's start, may race the first claim: idle then).
+        inside = [r for r in loop_rows(conn) if r["id"] > stretch["id"]
+                  and r["started_at"] < stretch["finished_at"]]
+        assert inside == [], inside
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -74,7 +74,7 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
     `AWC_MAINTENANCE_INTERVAL_SECS`, on its own connection, and refresh the
     queue gauges. Each pass is a row of the history under `driver` (SPEC
     §16); for the loop only while idle (`busy` counts its busy stretches,
-    which have rows of their own)."""
+    which have rows of their own, ended; -1 while one is open)."""
 
     step = maintenance_of(settings)
 
@@ -87,7 +87,10 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                     conn = connect(settings.dsn(), prepare=settings.db_prepare,
                                    purpose="maintenance")
                 now_busy = busy() if busy else 0
-                idle = now_busy == stretches
+                # Idle: no stretch ended since the last pass and none is open
+                # (a stretch counts when it ends: during a long one each pass
+                # wrote a row of its own, claimed 0, beside the stretch's).
+                idle = now_busy == stretches and now_busy >= 0
                 stretches = now_busy
                 start = TickStart(driver, settings.worker_id) if idle else None
                 with maintenance_pass(driver, settings.worker_id) as reported:  # SPEC §21
@@ -227,8 +230,10 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
 
     supervisor.add("tick-runner", tick_runner)
     supervisor.add("listener", listener_part(settings, engine, metrics, events))
-    supervisor.add("maintenance", maintenance_part(settings, metrics, events, driver="loop",
-                                                   busy=lambda: stretches[0]))
+    supervisor.add("maintenance", maintenance_part(
+        settings, metrics, events, driver="loop",
+        # a stretch's row is open while the engine has one to record on
+        busy=lambda: stretches[0] if engine.last_tick_id is None else -1))
     if serve_metrics is not None:
         supervisor.add("metrics-server", serve_metrics)
     events.log("info", "loop_started", worker_id=settings.worker_id,

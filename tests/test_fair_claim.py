@@ -138,22 +138,29 @@ def test_a_key_cursor_a_run_left_before_cursors_by_priority_still_starts_the_rot
     cursor = Cursor()
     cursor.seed_key("a")
     assert keys_of(conn, claim(conn, cursor, 1)) == ["b"]
-    assert json.loads(cursor.key_after) == {"*": "a", "0": "b"}
+    assert json.loads(cursor.key_after) == {"*": "a", "0": "b", "~": ["0"]}
 
 
-def test_the_key_cursors_keep_at_most_64_priorities(conn: psycopg.Connection[Any]) -> None:
+def test_the_key_cursors_keep_the_64_priorities_served_last(
+        conn: psycopg.Connection[Any]) -> None:
     """A producer that uses a new priority for every job cannot grow the
-    cursors each claim sends and the history keeps."""
-    enqueue(conn, 1, "b")
+    cursors each claim sends and the history keeps; and the busy priority's
+    rotation is not the one dropped (past 64 all but the default were: a
+    producer cycling 100 priorities reset priority 0's rotation every few
+    claims, and its tenants late in sort order were never served)."""
+    keys = [f"k{n:02d}" for n in range(12)]
+    for key in keys:
+        enqueue(conn, 1, key)
     cursor = Cursor()
-    many = {str(-p): "k" for p in range(1, 65)}
-    cursor.key_after = json.dumps({"*": "a", **many})
-    assert keys_of(conn, claim(conn, cursor, 1)) == ["b"]
-    assert json.loads(cursor.key_after) == {"*": "a", "0": "b"}
-    cursor.key_after = json.dumps({str(-p): "k" for p in range(1, 10)})
-    enqueue(conn, 1, "c")
-    assert keys_of(conn, claim(conn, cursor, 1)) == ["c"]
-    assert len(json.loads(cursor.key_after)) == 10
+    served: list[str | None] = []
+    for n in range(12):
+        for p in range(8 * n + 1, 8 * n + 9):  # eight new priorities between two claims
+            enqueue(conn, 1, "x", priority=p)
+            assert keys_of(conn, claim(conn, cursor, 1)) == ["x"]
+        served += keys_of(conn, claim(conn, cursor, 1))
+        got = json.loads(cursor.key_after)
+        assert len(got["~"]) <= 64 and set(got) - {"*", "~"} == set(got["~"])
+    assert sorted(str(k) for k in served) == keys  # each once: the rotation went on
 
 
 def test_a_key_whose_jobs_are_due_later_does_not_stop_the_claim(

@@ -53,13 +53,17 @@ def _order(key: Key) -> tuple[int, float, int]:
 
 def key_cursors(stored: str) -> str:
     """The key cursors a history row keeps, as the fair claim takes them: a
-    JSON object of keys by priority, or (a row from before they were kept by
-    priority) one key, then the cursor of every priority."""
+    JSON object of keys by priority (and `~`, the priorities most recently
+    served first), or (a row from before they were kept by priority) one
+    key, then the cursor of every priority."""
     try:
         got = json.loads(stored)
     except ValueError:
         got = None
-    if isinstance(got, dict) and all(isinstance(v, str) for v in got.values()):
+    if isinstance(got, dict) and all(
+            isinstance(v, str) or (k == "~" and isinstance(v, list)
+                                   and all(isinstance(p, str) for p in v))
+            for k, v in got.items()):
         return stored
     return json.dumps({"*": stored})
 

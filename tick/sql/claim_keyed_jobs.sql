@@ -393,15 +393,32 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- of the others stay. (One cursor for all priorities was the last key
     -- served: one key's trickle of higher-priority jobs set it every claim,
     -- and the claims of the priority below served the key after it, only
-    -- it.) At most 64 priorities are kept (past that, this one and the
-    -- default), so a producer inventing priorities cannot grow them.
-    -- (`found` is read only when nothing was chosen: the first branch that
-    -- gives a row ends the union.)
-    SELECT CASE WHEN p.cursors ? t.p::text
-                     OR (SELECT count(*) FROM jsonb_object_keys(p.cursors)) < 64
+    -- it.) At most 64 priorities are kept, the most recently served (`~`
+    -- lists them, the latest first), so a producer inventing priorities
+    -- cannot grow them, and a busy priority's place in its rotation is
+    -- never the one dropped. (Past 64 all but the default were dropped
+    -- once: a producer cycling 100 priorities reset priority 0's rotation
+    -- every few claims, and 62 of its 200 tenants were never served.)
+    -- Served again at the priority served last (the usual case), only its
+    -- key changes. (`found` is read only when nothing was chosen: the first
+    -- branch that gives a row ends the union.)
+    SELECT CASE WHEN p.cursors -> '~' ->> 0 = t.p::text
                     THEN p.cursors || jsonb_build_object(t.p::text, t.k)
-                ELSE jsonb_strip_nulls(jsonb_build_object('*', p.cursors -> '*'))
-                     || jsonb_build_object(t.p::text, t.k) END AS k
+                ELSE coalesce((SELECT jsonb_object_agg(e.key, e.value)
+                               FROM jsonb_each(p.cursors) AS e
+                               WHERE e.key = '*' OR e.key IN (
+                                   SELECT o.v
+                                   FROM jsonb_array_elements_text(p.cursors -> '~')
+                                        WITH ORDINALITY AS o (v, n)
+                                   WHERE o.v <> t.p::text ORDER BY o.n LIMIT 63)), '{}')
+                     || jsonb_build_object(t.p::text, t.k, '~', jsonb_build_array(t.p::text)
+                            || coalesce((SELECT jsonb_agg(o.v ORDER BY o.n) FROM (
+                                             SELECT o.v, o.n
+                                             FROM jsonb_array_elements_text(p.cursors -> '~')
+                                                  WITH ORDINALITY AS o (v, n)
+                                             WHERE o.v <> t.p::text ORDER BY o.n LIMIT 63) AS o),
+                                        '[]'))
+           END AS k
     FROM plan AS p, (
         (SELECT c.p, c.k FROM chosen AS c ORDER BY c.p DESC, c.n DESC LIMIT 1)
         UNION ALL

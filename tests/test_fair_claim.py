@@ -141,6 +141,21 @@ def test_a_key_cursor_a_run_left_before_cursors_by_priority_still_starts_the_rot
     assert json.loads(cursor.key_after) == {"*": "a", "0": "b", "~": ["0"]}
 
 
+def test_a_key_cursor_no_awc_writes_starts_the_rotation_afresh() -> None:
+    """A history row's cursor from another version (or by hand): one that
+    nested a JSON text of cursors as one key grew twice each run (84 MB,
+    3 s a tick); anything but the two shapes awc writes is no cursor."""
+    from tick.engine.cursor import key_cursors
+
+    written = json.dumps({"*": "a", "0": "b", "-5": "m", "~": ["0", "-5"]})
+    assert key_cursors(written) == written
+    assert json.loads(key_cursors("tenant-7")) == {"*": "tenant-7"}  # one key, before
+    nested = json.dumps({"*": json.dumps({"*": "a" * 150, "~": ["0"]})})
+    for stored in (nested, "k" * 201, '{"0": 5}', '{"x": "a"}', '{"~": [0]}', "[" * 5000,
+                   json.dumps({str(p): "k" for p in range(70)})):
+        assert key_cursors(stored) == "{}", stored[:50]
+
+
 def test_the_key_cursors_keep_the_64_priorities_served_last(
         conn: psycopg.Connection[Any]) -> None:
     """A producer that uses a new priority for every job cannot grow the

@@ -30,6 +30,7 @@ leaves the mark as it was, so nothing it saw is skipped.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,17 +56,39 @@ def key_cursors(stored: str) -> str:
     """The key cursors a history row keeps, as the fair claim takes them: a
     JSON object of keys by priority (and `~`, the priorities most recently
     served first), or (a row from before they were kept by priority) one
-    key, then the cursor of every priority."""
+    key, then the cursor of every priority. Anything else (a row written by
+    hand, or by another version) starts every rotation afresh: taken as one
+    key, a JSON text of cursors nested itself a level deeper each run, and
+    twice the size (84 MB, 3 s a tick, within hours)."""
     try:
         got = json.loads(stored)
-    except ValueError:
+    except (ValueError, RecursionError):
         got = None
-    if isinstance(got, dict) and all(
-            isinstance(v, str) or (k == "~" and isinstance(v, list)
-                                   and all(isinstance(p, str) for p in v))
-            for k, v in got.items()):
-        return stored
-    return json.dumps({"*": stored})
+    if isinstance(got, dict):
+        return stored if _well_formed(got) else "{}"
+    return json.dumps({"*": stored}) if len(stored) <= KEY_MAX else "{}"
+
+
+KEY_MAX = 200  # a key's longest (SPEC §23)
+
+
+def _well_formed(cursors: dict[str, Any]) -> bool:
+    """Whether `cursors` is an object the fair claim writes: keys by
+    priority (an integer's text), `*` a key, `~` at most 64 priorities."""
+    if len(cursors) > 66:
+        return False
+    for name, value in cursors.items():
+        if name == "~":
+            if not (isinstance(value, list) and len(value) <= 64
+                    and all(isinstance(p, str) and _PRIORITY.fullmatch(p) for p in value)):
+                return False
+        elif not (isinstance(value, str) and len(value) <= KEY_MAX
+                  and (name == "*" or _PRIORITY.fullmatch(name))):
+            return False
+    return True
+
+
+_PRIORITY = re.compile(r"-?[0-9]{1,6}", re.ASCII)
 
 
 @dataclass(slots=True)

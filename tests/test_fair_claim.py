@@ -150,7 +150,7 @@ def test_a_key_cursor_no_awc_writes_starts_the_rotation_afresh() -> None:
     written = json.dumps({"*": "a", "0": "b", "-5": "m", "~": ["0", "-5"]})
     assert key_cursors(written) == written
     assert json.loads(key_cursors("tenant-7")) == {"*": "tenant-7"}  # one key, before
-    nested = json.dumps({"*": json.dumps({"*": "a" * 150, "~": ["0"]})})
+    nested = json.dumps({"*": json.dumps({"*": "a" * 190, "~": ["0"]})})  # past a key
     for stored in (nested, "k" * 201, '{"0": 5}', '{"x": "a"}', '{"~": [0]}', "[" * 5000,
                    json.dumps({str(p): "k" for p in range(70)})):
         assert key_cursors(stored) == "{}", stored[:50]

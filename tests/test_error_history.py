@@ -455,3 +455,18 @@ def test_a_handlers_error_is_stored_without_a_password(
     assert PASSWORD not in stored and PASSWORD[:8] not in stored
     assert KEPT not in stored
     assert "***" in stored
+
+
+def test_a_traceback_cut_through_a_password_keeps_none_of_it() -> None:
+    """The middle cut of a long traceback landed inside a URL: redacted after
+    the cut, the fragment held no `@` and kept part of the password."""
+    from tick.tracebacks import bounded
+
+    for head in range(3900, 4200, 7):
+        text = "a" * head + f" {URL} " + "b" * 8200
+        shown = bounded(text)
+        assert len(shown.encode()) <= TRACEBACK_LIMIT
+        assert PASSWORD[:4] not in shown, head
+    # One-character passwords replaced by `***` stay within the limit.
+    many = " ".join(f"postgresql://u:{n % 10}@h/db" for n in range(2000))
+    assert len(bounded(many).encode()) <= TRACEBACK_LIMIT

@@ -184,3 +184,30 @@ def test_a_completed_outcome_carries_no_earlier_error(
     retry(conn, job)
     tick(conn, registry=registry_with(ok=ok), max_secs=10, max_jobs=1)
     assert wait(conn, job, 5) == JobOutcome("COMPLETED", {"job": job}, None)
+
+
+def test_a_wait_calls_the_callers_notify_handlers_once(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """psycopg calls a connection's notify handlers as it reads each
+    notification; the wait handed them the same ones again."""
+    job = enqueue(conn, "ok")
+    got: list[tuple[str, str]] = []
+    with connect(db_url) as own:
+        own.execute("LISTEN other")
+        own.add_notify_handler(lambda n: got.append((n.channel, n.payload)))
+        threading.Timer(0.2, lambda: conn.execute("NOTIFY other, 'a'")).start()
+        with pytest.warns(RuntimeWarning), pytest.raises(TimeoutError):
+            wait(own, job, 1.0, poll_secs=3600)
+    assert got == [("other", "a")]
+
+
+def test_a_wait_inside_a_read_uncommitted_transaction_polls(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """PostgreSQL runs READ UNCOMMITTED as READ COMMITTED: each poll sees."""
+    job = enqueue(conn, "ok")
+    tick(conn, registry=registry_with(ok=ok), max_secs=10, max_jobs=1)
+    with connect(db_url) as own:
+        own.autocommit = False
+        own.isolation_level = psycopg.IsolationLevel.READ_UNCOMMITTED
+        assert wait(own, job, 5).state == "COMPLETED"
+        own.rollback()

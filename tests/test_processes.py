@@ -408,3 +408,21 @@ def test_a_handler_that_is_not_a_plain_function_is_a_startup_error(
     line = done.stderr.strip()
     assert line.startswith("awc: AWC_HANDLER_MODULES: cannot import 'not_plain'"), line
     assert "'odd' " + said in line and len(line.splitlines()) == 1
+
+
+def test_a_stray_thread_does_not_hold_a_tick_started_without_stderr(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """With stderr closed (`2>&-`) the exit's flush of it raised, and the
+    process waited for the handler's thread again."""
+    import shlex
+    import subprocess
+
+    from tests.support import awc_command
+
+    env = with_module(awc_env, tmp_path, "stray_threads", STRAY_THREAD)
+    job = enqueue(conn, "strays")
+    done = subprocess.run(["sh", "-c", shlex.join(awc_command("tick", "--json")) + " 2>&-"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and json.loads(done.stdout)["completed"] == 1
+    assert job_row(conn, job)["state"] == "COMPLETED"

@@ -24,7 +24,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
-from tick.cli_types import AwcGroup, ClosedOutput, Interrupted, Whole
+from tick.cli_types import AwcGroup, Interrupted, Whole, standard_streams
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
 from tick.settings import COUNT_MAX, MAX_CONCURRENCY, WEEK, Settings, load_settings
@@ -345,9 +345,8 @@ def main(argv: list[str] | None = None) -> None:
     """The console script: one line and exit 1 for any error, 2 for usage."""
     from tick.events import bridge_logging
 
+    standard_streams()
     bridge_logging(os.environ.get("AWC_LOG_FORMAT", "json"))
-    if sys.stdout is None:  # started with it closed: a write must fail, not vanish
-        sys.stdout = ClosedOutput()
     try:
         code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
     except click.ClickException as error:
@@ -390,8 +389,8 @@ def _exit(code: int) -> NoReturn:
 
             getattr(atexit, "_run_exitfuncs", lambda: None)()
             for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError):  # a reader gone, or closed
-                    stream.flush()
+                with contextlib.suppress(OSError, ValueError, AttributeError):  # gone, closed,
+                    stream.flush()  # or None (the process started without it)
             os._exit(code)
     sys.exit(code)
 

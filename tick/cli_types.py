@@ -77,3 +77,18 @@ class ClosedOutput(io.TextIOBase):
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "standard output is closed")
+
+
+def standard_streams() -> None:
+    """The streams of a process started with one closed (`>&-`, `2>&-`),
+    which Python leaves None: standard output fails when written (the
+    command's result is lost otherwise); standard error takes the events
+    nowhere, and the work goes on (every event write failed, and `awc tick`
+    with a job exited 1 saying nothing)."""
+    import os
+    import sys
+
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's, for its life)
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()

@@ -63,16 +63,17 @@ def rotate(conn: psycopg.Connection[Any], after_secs: float, lock_key: int) -> i
             if again is None or int(again[0]) != slot:
                 return None  # another process rotated meanwhile
             conn.execute("SET LOCAL lock_timeout = '100ms'")
-            # The part's lock first, then what to carry: a producer naming a
-            # parent in the part holds its row until its commit, and the
-            # carry read before that commit missed the new child, so the
-            # TRUNCATE, let through by the commit, took the parent it needs.
-            conn.execute(ident.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
             names = {"part": table, "current": ident.SQL(part_table((slot - 1) % PARTS))}
+            forget = ident.SQL(sql("forget_done_edges")).format(**names)
+            conn.execute(forget, {"parents": False, "carried": []})  # before the lock
+            # The part's lock, then what to carry: a producer naming a parent
+            # in the part holds its row until its commit, and a carry read
+            # before that commit missed the new child, so the TRUNCATE, let
+            # through by the commit, took the parent it needs.
+            conn.execute(ident.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
             carried = [int(r[0]) for r in conn.execute(
                 ident.SQL(sql("carry_done_parents")).format(**names))]
-            conn.execute(ident.SQL(sql("forget_done_edges")).format(**names),
-                         {"carried": carried})
+            conn.execute(forget, {"parents": True, "carried": carried})
             conn.execute(ident.SQL("TRUNCATE {}").format(table))
             conn.execute(sql("leave_done_part"))
             conn.execute(sql("take_done_part"), {"slot": slot})

@@ -175,18 +175,29 @@ def bounded(text: str, limit: int = TRACEBACK_LIMIT) -> str:
     """`text` made storable and at most `limit` bytes of UTF-8, cut from the
     middle: the head (the handler's entry) and the tail (where it failed) stay.
     It holds no secret awc knows of nor a connection string's password
-    (SPEC §3), whether in a message or in a source line."""
-    # Redacted once cut (the text may be long; the cut is at most `limit`);
-    # a message was redacted whole before its own cut (`_message`).
+    (SPEC §3), whether in a message or in a source line: redacted whole
+    before the cut (so the cut splits no secret) up to 64 K characters,
+    past that once cut, and cut again should `***` have lengthened it."""
     text = printable(text)
+    whole = len(text) <= REDACTED_WHOLE
+    if whole:
+        text = redacted(text)
+    text = _cut(text, limit)
+    return text if whole else _cut(redacted(text), limit)
+
+
+REDACTED_WHOLE = 65_536  # characters a traceback is redacted whole up to
+
+
+def _cut(text: str, limit: int) -> str:
     data = text.encode("utf-8")
     if len(data) <= limit:
-        return redacted(text)
+        return text
     marker = f"\n... ({len(data)} bytes, the middle cut) ...\n".encode()
     keep = limit - len(marker)
     head = data[: keep // 2].decode("utf-8", "ignore")
     tail = data[len(data) - (keep - keep // 2):].decode("utf-8", "ignore")
-    return redacted(head + marker.decode() + tail)
+    return head + marker.decode() + tail
 
 
 def import_location(error: BaseException) -> str | None:

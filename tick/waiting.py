@@ -118,7 +118,7 @@ def _wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float, end: 
     listening = conn.autocommit
     if not listening:
         row = conn.execute("SELECT current_setting('transaction_isolation')").fetchone()
-        if row is not None and row[0] != "read committed":
+        if row is not None and row[0] in ("repeatable read", "serializable"):
             # One snapshot for the whole transaction: the poll would read the
             # job as it was, for ever (and hold the horizon meanwhile).
             raise ValueError(f"wait: inside a {str(row[0]).upper()} transaction the job's "
@@ -162,16 +162,11 @@ def _wait(conn: psycopg.Connection[Any], job_id: int, timeout_secs: float, end: 
 
 def _hand_back(conn: psycopg.Connection[Any], kept: list[Any]) -> None:
     """The notifications the wait read that were not its own, to where the
-    caller reads them: its notify handlers, else the backlog its next
-    `conn.notifies()` yields first (psycopg keeps no public way to put one
-    back: a version without that backlog loses them, as before)."""
-    if not kept:
-        return
-    handlers = getattr(conn, "_notify_handlers", None)
-    if handlers:
-        for notify in kept:
-            for handler in list(handlers):
-                handler(notify)
+    caller reads them: the backlog its next `conn.notifies()` yields first
+    (psycopg keeps no public way to put one back: a version without that
+    backlog loses them, as before). A caller's notify handlers were called
+    by psycopg as each arrived: nothing to hand back then."""
+    if not kept or getattr(conn, "_notify_handlers", None):
         return
     backlog = getattr(conn, "_notifies_backlog", None)
     if backlog is not None:

@@ -197,7 +197,7 @@ def test_a_wait_calls_the_callers_notify_handlers_once(
         own.add_notify_handler(lambda n: got.append((n.channel, n.payload)))
         threading.Timer(0.2, lambda: conn.execute("NOTIFY other, 'a'")).start()
         with pytest.warns(RuntimeWarning), pytest.raises(TimeoutError):
-            wait(own, job, 1.0, poll_secs=3600)
+            wait(own, job, 3.0, poll_secs=3600)  # the NOTIFY at 0.2 s, well within
     assert got == [("other", "a")]
 
 

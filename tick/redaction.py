@@ -62,3 +62,11 @@ def redacted(text: str) -> str:
     for secret in sorted((s for s in _KEPT if s in text), key=len, reverse=True):
         text = text.replace(secret, "***")
     return redact(text)
+
+
+def redacted_head(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, redacted before the cut, so a
+    password the cut would split is still whole to the redaction (a message
+    quoting a URL, cut inside its password, kept part of it). Only the head
+    is read: a message may be megabytes."""
+    return redacted(text[:limit * 4])[:limit]

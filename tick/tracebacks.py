@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from tick.redaction import redacted
+from tick.redaction import redacted, redacted_head
 from tick.text import printable
 
 TRACEBACK_LIMIT = 8192  # bytes of UTF-8 (SPEC §22: at most 8 KB)
@@ -103,8 +103,7 @@ def _message(error: BaseException) -> str:
     except BaseException:  # a hostile __str__, even one raising SystemExit (outcomes.py)
         text = "(the exception's message could not be read)"
     name = type(error).__name__[:100]
-    # Redacted before the cut: a password the cut would split is whole here.
-    text = redacted(text[:MESSAGE_LIMIT * 4])[:MESSAGE_LIMIT]
+    text = redacted_head(text, MESSAGE_LIMIT)
     return f"{name}: {text}\n" if text else f"{name}\n"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tick.redaction import redacted
+from tick.redaction import redacted_head
 from tick.text import json_value_text, printable
 from tick.words import Label, Record
 
@@ -98,11 +98,10 @@ def error_text(error_class: str, message: str) -> str:
     sink the batch it is recorded with; and it holds no secret awc knows of
     nor any connection string's password.
     """
-    # Redacted before the cut, so a connection string's password the cut
-    # would split is still whole to the redaction (SPEC §3: a handler's
-    # `str(exc)` quoting DATABASE_URL was stored and shown as it was).
-    shown = redacted(message[:ERROR_LIMIT * 4])[:ERROR_LIMIT]
-    return printable(f"{redacted(error_class[:100])}: {shown}")
+    # SPEC §3: a handler's `str(exc)` quoting DATABASE_URL was stored and
+    # shown as it was.
+    shown = redacted_head(message, ERROR_LIMIT)
+    return printable(f"{redacted_head(error_class, 100)}: {shown}")
 
 
 def exception_text(error: BaseException) -> str:

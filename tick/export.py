@@ -151,13 +151,10 @@ def _read(path: Path) -> str:
         return source.read()
 
 
-def _previous_success(path: Path) -> float | None:
+def _previous_success(text: str) -> float | None:
+    """The last success a previous file (its text) recorded, if any."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    try:
-        text = _read(path)
-    except OSError:
-        return None
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -174,14 +171,14 @@ def write_textfile(metrics: Metrics, path: str, ok: bool) -> None:
 
     target = Path(path)  # its directory was checked at startup; none is created
     with _locked(target):
-        if not ok:
-            previous = _previous_success(target)
-            if previous is not None:
-                metrics.last_success.labels("tick").set(previous)
         try:
-            before = _read(target)
+            before = _read(target)  # once: the counters to add to, the last success
         except (OSError, UnicodeDecodeError):
             before = ""
+        if not ok:
+            previous = _previous_success(before)
+            if previous is not None:
+                metrics.last_success.labels("tick").set(previous)
         body = (generate_latest(_Cumulative(metrics, before))
                 + generate_latest(metrics.success_registry))
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")

@@ -102,7 +102,8 @@ def test_a_killed_loops_job_is_rescued_once_its_short_lease_ends(
     rescuer = spawn(env, "loop")
     try:
         wait_for(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
-                                      "query LIKE 'LISTEN%%'").fetchone() == (2,),
+                                      "datname = current_database() "
+                                      "AND query LIKE 'LISTEN%%'").fetchone() == (2,),
                  what="the second loop")
         time.sleep(1.0)  # a renewal or two
         killed_at = db_epoch(conn)

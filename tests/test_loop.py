@@ -57,7 +57,8 @@ def test_notify_starts_a_plain_sql_insert_within_a_second(
     try:
         # Let the loop reach its idle wait, so only NOTIFY can wake it.
         wait_for(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
-                                      "query LIKE 'LISTEN%%'").fetchone() == (1,),
+                                      "datname = current_database() "
+                                      "AND query LIKE 'LISTEN%%'").fetchone() == (1,),
                  what="the listener")
         time.sleep(0.5)
         row = conn.execute("INSERT INTO awc.jobs (kind, payload) VALUES ('ledger', '{}') "

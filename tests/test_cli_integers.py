@@ -111,3 +111,29 @@ def test_ctrl_c_during_a_command_is_one_awc_line(
             proc.kill()
             proc.wait()
     assert (proc.returncode, err, out) == (1, "awc: interrupted\n", "")
+
+
+def test_sigterm_during_a_command_is_one_awc_line(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    """SIGTERM while `awc wait` waits (a supervisor's stop, `timeout`): the
+    process died of the signal with nothing said; now one line, `awc:
+    terminated`, exit 1, as ^C."""
+    import signal
+    import subprocess
+
+    from tests.support import ROOT, awc_command, wait_for
+    from tick.producer import enqueue
+
+    job = enqueue(conn, "noop")
+    proc = subprocess.Popen(awc_command("wait", str(job), "--timeout", "60"), env=awc_env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
+                                      (job,)).fetchone() == (True,), what="the wait to begin")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err, out) == (1, "awc: terminated\n", "")

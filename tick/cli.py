@@ -337,7 +337,7 @@ def failure(error: BaseException) -> str:
     if isinstance(error, AwcError):
         return shown(str(error))
     if isinstance(error, (KeyboardInterrupt, Interrupted)):
-        return "interrupted"
+        return str(error) or "interrupted"
     return shown(_unexpected(error))
 
 

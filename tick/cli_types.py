@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import io
 import re
+import threading
 from typing import Any
 
 import click
@@ -51,19 +52,42 @@ JOB_ID = Whole(1, INT64)
 
 
 class Interrupted(Exception):
-    """^C during a command: the `awc: interrupted` line (SPEC §3)."""
+    """^C during a command: the `awc: interrupted` line (SPEC §3); SIGTERM:
+    `awc: terminated`."""
+
+    def __init__(self, how: str = "interrupted") -> None:
+        super().__init__(how)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is (a BaseException, as
+    KeyboardInterrupt is: a command's `except Exception` does not take it
+    for one of its own failures)."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 class AwcGroup(click.Group):
     """awc's command group: ^C during a command ends it with one `awc:` line.
     click turned it into its Abort, after a blank line on stderr (for a
-    terminal's `^C` echo), and awc printed `awc: aborted`."""
+    terminal's `^C` echo), and awc printed `awc: aborted`. So does SIGTERM
+    (`awc wait` stopped by a supervisor or `timeout` died of the signal with
+    nothing said); `tick`, `loop`, `maintenance run` and `ui` put their own
+    stop in its place once they run."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        import signal
+
+        if threading.current_thread() is threading.main_thread():  # as signal requires
+            signal.signal(signal.SIGTERM, _terminated)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted from None
+        except Terminated:
+            raise Interrupted("terminated") from None
 
 
 class ClosedOutput(io.TextIOBase):

@@ -163,7 +163,9 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
 
     try:
         with conn.pipeline():
-            conn.execute("BEGIN")
+            # READ COMMITTED whatever the session's default: the claim and
+            # the fenced writes rely on it (decision 0038).
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             yield
             conn.execute("COMMIT")
     except BaseException:
@@ -197,11 +199,25 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> di
         "prepare_threshold": 5 if prepare else None,
         "connect_timeout": CONNECT_TIMEOUT_SECS,
         "application_name": name,
+        # UTF-8 whatever PGCLIENTENCODING says: awc's text is any Unicode.
+        "client_encoding": "utf8",
         # No JIT: awc's statements are bounded reads and writes; PostgreSQL
         # compiled a Limits page whose estimates were high for a second to
         # run it in 3 ms (the engine's transactions pin it off as well).
-        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off",
+        # And what awc reads and how its transactions behave, whatever the
+        # role or the database sets (decision 0038): READ COMMITTED (a
+        # role's SERIALIZABLE failed outcomes, and jobs ran twice), floats
+        # in full (extra_float_digits -15 read a 26 s lease as 30 s), ISO
+        # dates (the only style psycopg reads).
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off " + PINNED,
     }
+
+
+# The session settings awc's reading of results depends on (decision 0038).
+# A transaction-pooling proxy may drop startup options: the engine's
+# transactions set them again (`pin_plans.sql`) and begin READ COMMITTED.
+PINNED = ("-c default_transaction_isolation=read\\ committed -c extra_float_digits=3 "
+          "-c DateStyle=ISO,\\ MDY -c IntervalStyle=postgres")
 
 
 def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
@@ -234,6 +250,18 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
         raise database_error(
             error, dsn, f"cannot connect to {describe_target(dsn)}"
         ) from None
+    encoding = conn.info.parameter_status("server_encoding")
+    if encoding is not None and encoding.upper() != "UTF8":
+        # SQL_ASCII handed every text back as bytes (a migration's checksum
+        # then "changed"), LATIN1 refused a handler's error text and its job
+        # was dead-lettered: refused here, by name, before anything runs.
+        conn.close()
+        raise DatabaseError(
+            f"the database at {describe_target(dsn)} is in {printable(encoding)[:40]}; awc "
+            "stores any Unicode text and needs a UTF8 database (CREATE DATABASE ... "
+            "ENCODING 'UTF8')")
+    # The transactions psycopg begins: READ COMMITTED too (decision 0038).
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
     watch(conn, answer_by=answer_by)
     conn.purpose = purpose  # how the loop's /readyz names it
     # Any timestamptz column may hold what Python cannot (`-infinity`, a date

@@ -145,8 +145,12 @@ def migrate(
         # A migration may run long on a large table, and waits here for
         # another process's: neither awc's statement timeout nor a role's
         # lock timeout may cut it (the watchdog bounds each exchange).
+        # And the built-ins its defaults and functions name are PostgreSQL's,
+        # whatever a role's search_path puts before them: a default bound to
+        # a user's `now()` would outlive this run, for every client.
         conn.execute("SELECT set_config('statement_timeout', %s, true), "
-                     "set_config('lock_timeout', %s, true)",
+                     "set_config('lock_timeout', %s, true), "
+                     "set_config('search_path', 'pg_catalog, public', true)",
                      (f"{int(MIGRATION_LIMIT_SECS)}s", f"{int(MIGRATION_LIMIT_SECS)}s"))
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         applied = _applied(conn)

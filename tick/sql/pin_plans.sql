@@ -12,6 +12,9 @@
 -- (plan_cache_mode): the shapes above do not depend on the values, and
 -- replanning a claim every round trip cost a 1M-row table 10% of its drain
 -- (tests/test_plans.py checks the generic plans too).
+-- Floats in full and ISO dates, as the connection's startup options ask
+-- (decision 0038): a transaction-pooling proxy may have dropped those, and a
+-- role's extra_float_digits = -15 read a 26 s lease back as 30 s.
 SELECT set_config('enable_sort', 'off', true),
        set_config('enable_seqscan', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
@@ -19,4 +22,6 @@ SELECT set_config('enable_sort', 'off', true),
        set_config('enable_mergejoin', 'off', true),
        set_config('enable_material', 'off', true),
        set_config('jit', 'off', true),
-       set_config('plan_cache_mode', 'force_generic_plan', true)
+       set_config('plan_cache_mode', 'force_generic_plan', true),
+       set_config('extra_float_digits', '3', true),
+       set_config('DateStyle', 'ISO, MDY', true)

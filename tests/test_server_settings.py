@@ -1,0 +1,212 @@
+"""What a role or database sets that awc did not choose (SPEC §3, §12;
+docs/decisions/0038): awc's connections pin the settings its reading of
+results and its transactions rely on, the engine's transactions pin them
+again (a transaction-pooling proxy may drop startup options), a migration
+binds PostgreSQL's own built-ins whatever the search_path, and a database
+that cannot hold any Unicode text is refused by name."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from tests.support import awc_command, fresh_database, run_awc
+from tick.db import connect, one_exchange
+from tick.migrate import migrate
+from tick.statements import sql
+
+pytestmark = pytest.mark.timeout(180)
+
+# What production roles and databases are seen to set.
+HOSTILE = {
+    "default_transaction_isolation": "serializable",
+    "extra_float_digits": "-15",
+    "DateStyle": "SQL, DMY",
+    "IntervalStyle": "sql_standard",
+    "TimeZone": "Pacific/Chatham",
+}
+
+
+@pytest.fixture
+def hostile_url(server_url: str, template_db: str) -> Iterator[str]:
+    """A migrated database whose own settings are HOSTILE."""
+    name = fresh_database(server_url, template_db)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        for setting, value in HOSTILE.items():
+            admin.execute(f'ALTER DATABASE "{name}" SET {setting} = \'{value}\'')
+    try:
+        yield make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def env_for(url: str) -> dict[str, str]:
+    import os
+
+    from tests.support import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWC_")}
+    env.update(DATABASE_URL=url, AWC_CAS_URL="memory://", AWC_HANDLER_MODULES="tests.kinds",
+               PYTHONPATH=str(ROOT))
+    return env
+
+
+def test_awc_connections_pin_what_they_read_whatever_the_database_sets(
+        hostile_url: str) -> None:
+    """A role's SERIALIZABLE failed outcomes (the jobs ran again after their
+    leases), its extra_float_digits = -15 read a 26 s lease as 30 s, and a
+    non-ISO DateStyle failed every command that read a timestamp."""
+    with psycopg.connect(hostile_url) as plain:  # what the database gives
+        assert plain.execute("SHOW extra_float_digits").fetchone() == ("-15",)
+    with connect(hostile_url) as conn:
+        with conn.transaction():
+            row = conn.execute("SELECT current_setting('transaction_isolation'), "
+                               "current_setting('DateStyle'), 26.123456789::float8, "
+                               "now()").fetchone()
+        assert row is not None
+        assert row[:3] == ("read committed", "ISO, MDY", 26.123456789)
+        assert isinstance(row[3], datetime)
+
+
+def test_the_engine_s_transactions_pin_them_again_where_startup_options_are_dropped(
+        hostile_url: str) -> None:
+    """Behind a transaction-pooling proxy the connection's startup options
+    may be dropped (PgBouncer's ignore_startup_parameters): each round trip
+    begins READ COMMITTED and sets the floats and dates it reads."""
+    with psycopg.connect(hostile_url, autocommit=True) as conn:  # no awc options at all
+        with one_exchange(conn):
+            conn.execute(sql("pin_plans"))
+            cur = conn.execute("SELECT current_setting('transaction_isolation'), "
+                               "current_setting('DateStyle'), 26.123456789::float8")
+        assert cur.fetchone() == ("read committed", "ISO, MDY", 26.123456789)
+
+
+def test_ticks_drain_exactly_under_a_serializable_default(hostile_url: str) -> None:
+    """Three `awc tick` processes at once on a database whose default is
+    SERIALIZABLE: every job completed once, no tick failed (before: ticks
+    exited 1 on serialization failures and finished jobs ran again)."""
+    env = env_for(hostile_url)
+    with psycopg.connect(hostile_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO awc.jobs (kind) SELECT 'noop' FROM generate_series(1, 300)")
+    procs = [subprocess.Popen(awc_command("tick", "--concurrency", "8"), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [r[1][-400:] for r in results]
+    with psycopg.connect(hostile_url) as conn:
+        assert conn.execute("SELECT state, max(attempts), count(*) FROM awc.jobs "
+                            "GROUP BY state").fetchall() == [("COMPLETED", 1, 300)]
+
+
+def test_a_delay_and_the_operator_s_tables_read_under_a_foreign_date_style(
+        hostile_url: str) -> None:
+    """`awc enqueue --delay`, `awc jobs list`, `awc jobs show` and `awc
+    ticks` under DateStyle 'SQL, DMY' (before: "can't parse timestamptz")."""
+    env = env_for(hostile_url)
+    done = run_awc(env, "enqueue", "noop", "--delay", "3600")
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    for args in (["jobs", "list"], ["jobs", "show", job], ["ticks"], ["status"]):
+        done = run_awc(env, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    with psycopg.connect(hostile_url) as conn:
+        row = conn.execute("SELECT extract(epoch FROM run_at - now()) FROM awc.jobs "
+                           "WHERE id = %s", (int(job),)).fetchone()
+    assert row is not None and 3500 < float(row[0]) <= 3600
+
+
+def test_a_naive_run_at_is_utc_whatever_the_session_s_zone(hostile_url: str) -> None:
+    """The Python API read a naive `run_at` in the session's TimeZone
+    (Pacific/Chatham: 13 h 45 earlier), `awc enqueue --run-at` as UTC."""
+    from tick.producer import enqueue, enqueue_many
+
+    with psycopg.connect(hostile_url) as conn:
+        ids = [enqueue(conn, "noop", run_at=datetime(2030, 1, 1)),
+               *enqueue_many(conn, [{"kind": "noop", "run_at": datetime(2030, 1, 1)}] * 2),
+               *enqueue_many(conn, [{"kind": "noop", "run_at": datetime(2030, 1, 1)}] * 300)]
+        # (compared in SQL: this plain connection cannot read DateStyle SQL)
+        row = conn.execute("SELECT count(*) FILTER (WHERE run_at = '2030-01-01 00:00+00'), "
+                           "count(*) FROM awc.jobs WHERE id = ANY (%s)", (ids,)).fetchone()
+    assert row == (303, 303)
+
+
+def test_a_migration_binds_postgresql_s_built_ins_whatever_the_search_path(
+        server_url: str) -> None:
+    """A search_path that puts a schema of the user's before pg_catalog: the
+    defaults `awc migrate` wrote named that schema's `now()`, for every
+    client after (a plain-SQL job's run_at was 2000-01-01, never claimed)."""
+    name = fresh_database(server_url, None)
+    url = make_conninfo(server_url, dbname=name)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA evil")
+            conn.execute("CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE sql "
+                         "AS $$SELECT '2000-01-01 00:00+00'::timestamptz$$")
+            conn.execute(f'ALTER DATABASE "{name}" SET search_path = evil, pg_catalog, public')
+        with connect(url) as conn:
+            migrate(conn)
+        with psycopg.connect(url, autocommit=True) as conn:  # the user's search_path
+            conn.execute("SET search_path = public")
+            (job,) = conn.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') "
+                                  "RETURNING id").fetchone() or (None,)
+            row = conn.execute("SELECT run_at > '2020-01-01', created_at > '2020-01-01' "
+                               "FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+        assert row == (True, True)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "LATIN1"])
+def test_a_database_that_cannot_hold_any_unicode_is_refused_by_name(
+        server_url: str, encoding: str) -> None:
+    """SQL_ASCII: `awc migrate` succeeded, then every command said a
+    migration "was changed after it was applied"; LATIN1: a handler's error
+    in Cyrillic turned a Retry into a dead letter. Refused at connect now,
+    one `awc:` line naming the encoding, nothing created."""
+    name = fresh_database(server_url, None)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}"')
+        admin.execute(f"CREATE DATABASE \"{name}\" ENCODING '{encoding}' TEMPLATE template0 "
+                      "LC_COLLATE 'C' LC_CTYPE 'C'")
+    url = make_conninfo(server_url, dbname=name)
+    try:
+        done = run_awc(env_for(url), "migrate")
+        assert done.returncode == 1
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("awc: "), done.stderr
+        assert encoding in done.stderr and "UTF8" in done.stderr
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT to_regnamespace('awc')").fetchone() == (None,)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_completion_whose_answer_was_lost_is_counted_completed(
+        conn: psycopg.Connection[Any]) -> None:
+    """An outcome committed just before the connection went: the job is in a
+    finished part, and the hot table alone called it MISSING, its outcome
+    `discarded`. Completed at the claim's own attempt, it was that claim's."""
+    from tick.producer import enqueue
+    from tick.queue import lost_claims
+
+    mine, rescued = enqueue(conn, "noop"), enqueue(conn, "noop")
+    conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, claim_token = "
+                 "gen_random_uuid(), locked_until = now() + interval '1 hour' "
+                 "WHERE id = ANY (%s)", ([mine, rescued],))
+    tokens = dict(conn.execute("SELECT id, claim_token::text FROM awc.jobs").fetchall())
+    conn.execute("UPDATE awc.jobs SET attempts = 2 WHERE id = %s", (rescued,))  # re-claimed
+    conn.execute(sql("complete_jobs"), {"ids": f"{{{mine},{rescued}}}",
+                                        "tokens": f"{{{tokens[mine]},{tokens[rescued]}}}",
+                                        "results": "{null,null}"}).fetchall()
+    lost, committed = lost_claims(conn, [(mine, tokens[mine], 1),
+                                         (rescued, tokens[rescued], 1)])
+    assert committed == {mine}
+    assert lost == {rescued: "COMPLETED"}

@@ -62,11 +62,17 @@ _TEXT_OFFSET_LIMIT = timedelta(hours=15, minutes=59, seconds=59)
 
 def _in_text(run_at: datetime | None) -> datetime | None:
     """`run_at`, with an offset PostgreSQL reads in text (may raise
-    OverflowError: `_check_job` refuses such an instant first)."""
-    offset = None if run_at is None else run_at.utcoffset()
-    if offset is None or (abs(offset) <= _TEXT_OFFSET_LIMIT and not offset.microseconds):
+    OverflowError: `_check_job` refuses such an instant first). A naive one
+    is UTC, as `awc enqueue --run-at` reads it: sent naive, the server read
+    it in the session's TimeZone (a role's Pacific/Chatham moved it 13 h 45
+    earlier)."""
+    if run_at is None:
+        return None
+    offset = run_at.utcoffset()
+    if offset is None:
+        return run_at.replace(tzinfo=UTC)
+    if abs(offset) <= _TEXT_OFFSET_LIMIT and not offset.microseconds:
         return run_at
-    assert run_at is not None
     return run_at.astimezone(UTC)
 
 
@@ -173,7 +179,7 @@ def enqueue(
                              priority=priority, queue=queue, dedupe_key=dedupe_key,
                              timeout_secs=timeout_secs, key=key),
         "max_attempts": max_attempts,
-        "run_at": run_at,
+        "run_at": _in_text(run_at),
         "priority": priority,
         "queue": queue,
         "dedupe_key": dedupe_key,

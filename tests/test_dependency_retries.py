@@ -169,3 +169,53 @@ def test_a_run_child_running_when_its_parent_is_retried_waits_for_it(
         assert row == ("COMPLETED", 2, "COMPLETED", True)
     finally:
         operator.close()
+
+
+@pytest.mark.parametrize("outcome", ["completed", "failed"])
+def test_a_parents_outcome_during_a_retry_is_counted_for_the_child_it_revives(
+        conn: psycopg.Connection[Any], db_url: str, outcome: str) -> None:
+    """X waits for T and A; T failed, so X was cancelled. An operator
+    retries T while A's outcome commits. The outcome counted down only the
+    children it saw PENDING or RUNNING, and X, still CANCELLED in its
+    snapshot, was passed by, while the retry had counted A unfinished: X
+    waited for ever (PENDING, waiting 1, every parent final). The retry now
+    locks the parents not final first, and the outcome waits for it."""
+    import threading
+
+    from tests.support import seen_waiting_on_a_lock
+    from tick.bulk import revive
+    from tick.statements import sql
+
+    t, a, x = enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop"},
+                                  {"kind": "noop", "after": ["#0", "#1"]}])
+    fail(conn, [t])
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (x,)).fetchone() == (
+        "CANCELLED",)
+    row = conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, started_at = now(), "
+                       "claim_token = gen_random_uuid(), locked_until = now() + interval '1 hour' "
+                       "WHERE id = %s RETURNING claim_token::text", (a,)).fetchone()
+    assert row is not None
+    with psycopg.connect(db_url, autocommit=True) as other:
+        pid = other.info.backend_pid
+
+        def record() -> None:  # A's outcome, as a tick records it
+            if outcome == "completed":
+                other.execute(sql("complete_jobs"), {"ids": f"{{{a}}}", "tokens": f"{{{row[0]}}}",
+                                                     "results": "{null}"}).fetchall()
+            else:
+                other.execute("UPDATE awc.jobs SET state = 'FAILED', finished_at = now() "
+                              "WHERE id = %s", (a,))
+
+        recording = threading.Thread(target=record)
+        with conn.transaction():
+            assert revive(conn, [t]) == 1
+            recording.start()
+            # It waits for the retry (before: it committed at once, past X).
+            seen_waiting_on_a_lock(conn, pid, timeout=3)
+        recording.join(timeout=30)
+        assert not recording.is_alive()
+    assert miscounted(conn) == []
+    drain(conn)
+    states = dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall())
+    assert states == {t: "COMPLETED", a: outcome.upper(),
+                      x: "COMPLETED" if outcome == "completed" else "CANCELLED"}

@@ -96,6 +96,9 @@ def revive(conn: psycopg.Connection[Any], ids: list[int]) -> int:
     them and their children waits for exactly its parents not final now:
     one statement reviving a job and its parent counted the parent twice,
     or not at all (SPEC §20, decision 0033)."""
+    # First the parents not final of every job it may revive: an outcome
+    # committed meanwhile passed a child it saw still CANCELLED by.
+    conn.execute(sql("lock_revived_parents"), {"ids": ids}).fetchall()
     row = conn.execute(sql("revive_jobs"), {"ids": ids}).fetchone()
     assert row is not None  # an aggregate: one row
     count, _, revived = row

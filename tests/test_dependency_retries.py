@@ -10,6 +10,7 @@ parent's failure did not wait for the retried parent again."""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -219,3 +220,25 @@ def test_a_parents_outcome_during_a_retry_is_counted_for_the_child_it_revives(
     states = dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall())
     assert states == {t: "COMPLETED", a: outcome.upper(),
                       x: "COMPLETED" if outcome == "completed" else "CANCELLED"}
+
+
+@pytest.mark.parametrize("ahead", ["priority", "run_at"])
+def test_one_tick_claims_a_child_its_outcome_made_ready_behind_its_cursor(
+        conn: psycopg.Connection[Any], ahead: str) -> None:
+    """A callback of higher priority than its 100 parents (or due earlier)
+    sorts before them in the claim order: made ready by the tick's own
+    completion, behind the tick's cursor, it was found by the next claim's
+    look at the transactions since, which a one-shot tick that had drained
+    never made; it ran a cron interval later."""
+    child: dict[str, Any] = {"kind": "noop", "after": [f"#{n}" for n in range(100)],
+                             "on_parent_failure": "run"}
+    if ahead == "priority":
+        child["priority"] = 5
+    else:
+        child["run_at"] = datetime(2000, 1, 1, tzinfo=UTC)
+    ids = enqueue_many(conn, [{"kind": "noop"} for _ in range(100)] + [child])
+    report = tick(conn, registry=registry_with(noop=ok), max_secs=30, max_jobs=1000,
+                  concurrency=8)
+    assert report.claimed == 101
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (ids[-1],)).fetchone() == (
+        "COMPLETED",)

@@ -35,7 +35,8 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
            (SELECT claimed + greatest(keyed, 0) FROM limited) AS claimed,
            cardinality(%(slots)s::text[]) - (SELECT claimed + greatest(keyed, 0) FROM limited)
                AS want,
-           pg_current_snapshot() AS snap
+           pg_current_snapshot() AS snap,
+           pg_current_xact_id_if_assigned() AS own  -- null before this transaction wrote
 ), spans AS MATERIALIZED (
     -- The transactions begun since the last snapshot that this one sees ended:
     -- the ranges between the ones still running, so none of their entries is read.
@@ -62,6 +63,21 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         FROM spans AS s, LATERAL (
             SELECT * FROM ONLY awc.jobs AS j
             WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.ready_xid > s.lo AND j.ready_xid < s.hi
+            ORDER BY j.ready_xid) AS j
+        UNION ALL
+        -- And this transaction's own, which no snapshot lists: the children
+        -- its outcomes made ready, the jobs it retried. One that sorts before
+        -- the cursor (a callback of higher priority than its parents) was
+        -- left to the next claim, which a one-shot tick that drained here
+        -- never made (SPEC §20: the child is claimable in that transaction).
+        SELECT j.id, -j.priority::int, j.run_at, j.kind, j.queue
+        FROM plan, LATERAL (
+            SELECT * FROM ONLY awc.jobs AS j
+            -- a range, not `=`: ordered by ready_xid, only jobs_ready_xid_idx
+            -- answers without a sort (by `=` a plan took the key index and
+            -- walked every job behind the cursor)
+            WHERE j.state = 'PENDING' AND j.waiting = 0
+              AND j.ready_xid >= plan.own AND j.ready_xid <= plan.own
             ORDER BY j.ready_xid) AS j
     ) AS l, plan
     WHERE (l.p, l.run_at, l.id)
@@ -105,7 +121,11 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         locked_until = now() + make_interval(secs => least(
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
         claim_token = gen_random_uuid(),
-        started_at = now(),
+        -- the claim's own start, not its transaction's: the outcomes sent
+        -- before it in the exchange (a fan-out's release) took their time,
+        -- and a child made ready by a parent completed meanwhile showed a
+        -- start before that parent's end
+        started_at = statement_timestamp(),
         updated_at = now()
     FROM ready
     WHERE j.id = ready.id

@@ -70,6 +70,33 @@ def test_a_jobs_timeout_overrides_its_handlers_in_either_direction(
     assert 90 < seen[plain] <= 100
 
 
+@pytest.mark.parametrize("claim", ["walk", "fair", "lane"])
+def test_a_jobs_own_timeout_holds_whichever_claim_took_it(
+    conn: psycopg.Connection[Any], claim: str
+) -> None:
+    """The job's own timeout was read back by the claim's start, `now()`:
+    a job taken by the fair claim (it has a key, SPEC §23) or by the lanes
+    (a limit on its kind, SPEC §18) is stamped at the claim's clock, and ran
+    under its handler's timeout instead (an export given an hour was cut at
+    its handler's minute, every attempt)."""
+    reg = Registry()
+    seen: dict[int, float] = {}
+
+    @handler("timed", timeout_secs=100, registry=reg)
+    def timed(ctx: JobContext, payload: Any) -> None:
+        seen[ctx.job_id] = ctx.remaining()
+
+    if claim == "lane":
+        conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
+                     "VALUES ('kind', 'timed', 1)")
+    key = "tenant" if claim == "fair" else None
+    shorter = enqueue(conn, "timed", timeout_secs=2, key=key)
+    longer = enqueue(conn, "timed", timeout_secs=1000, key=key)
+    tick(conn, registry=reg, lease_secs=30, max_secs=3600)
+    assert 1 < seen[shorter] <= 2
+    assert 900 < seen[longer] <= 1000
+
+
 def test_the_ticks_deadline_bounds_a_longer_timeout(conn: psycopg.Connection[Any]) -> None:
     reg = Registry()
     seen: dict[str, float] = {}

@@ -210,3 +210,32 @@ def test_a_completion_whose_answer_was_lost_is_counted_completed(
                                          (rescued, tokens[rescued], 1)])
     assert committed == {mine}
     assert lost == {rescued: "COMPLETED"}
+
+
+def test_a_listener_the_server_ends_at_once_reconnects_ever_more_slowly(
+        db_url: str, server_url: str) -> None:
+    """A role's idle_session_timeout ends the loop's idle LISTEN connection
+    a moment after each connect: it reconnected twice a second for as long as
+    the loop ran. The delay starts again only after a connection that held."""
+    import json
+    import signal
+    import time
+
+    from tests.support import spawn
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+        admin.execute(f"ALTER DATABASE \"{name}\" SET idle_session_timeout = '300ms'")
+    env = env_for(db_url)
+    env.update(AWC_WORKER_POLL_INTERVAL_MS="100", AWC_LOG_FORMAT="json")
+    proc = spawn(env, "loop")
+    try:
+        time.sleep(5.0)  # the window the reconnects are counted in
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    lost = [line for line in err.splitlines()
+            if line.startswith("{") and json.loads(line).get("event") == "listener_lost"]
+    # 0.25 s, 0.5, 1, 2 (and up to half again each), after 0.3 s connected:
+    # at most 4 in 5 s (before: about 9).
+    assert 1 <= len(lost) <= 5, len(lost)

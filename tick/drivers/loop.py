@@ -36,6 +36,9 @@ from tick.report import TickReport
 from tick.settings import Settings
 
 LISTEN_CHANNEL = "awc_jobs"
+# A listening connection lost after this long was healthy: the next
+# reconnect waits the first delay again.
+LISTEN_HELD_SECS = 30.0
 
 
 def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
@@ -51,15 +54,21 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
         attempt = 0
         jitter = Jitter(f"{settings.worker_id}-listener")
         while not stop.is_set():
+            listening = None
             try:
                 with connect(settings.dsn(), prepare=False, purpose="listener") as conn:
                     conn.execute(f"LISTEN {LISTEN_CHANNEL}")
-                    attempt = 0
+                    listening = time.monotonic()
                     engine.wake()  # anything inserted while we were not listening
                     while not stop.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             engine.wake()
             except (psycopg.Error, DatabaseError) as error:
+                # The delay starts again only after a connection that held:
+                # one the server ends at once (a role's idle_session_timeout
+                # ends an idle LISTEN) reconnected twice a second, for ever.
+                if listening is not None and time.monotonic() - listening >= LISTEN_HELD_SECS:
+                    attempt = 0
                 metrics.api_error("listener")
                 events.log("warning", "listener_lost", error=type(error).__name__)
                 stop.wait(reconnect_delay(attempt, jitter))

@@ -440,3 +440,34 @@ def test_a_final_notice_names_one_job_a_statement_s_jobs_or_asks_all_to_look(
     from tick.waiting import heard
 
     assert heard(payload, wanted) is hit
+
+
+def test_awc_wait_goes_on_through_a_lost_connection(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+    """A failover or a pooler's restart mid-wait ended `awc wait` with a
+    database error, the job's outcome a moment away: it connects again and
+    waits on, to its timeout."""
+    import subprocess
+
+    from tests.support import ROOT, awc_command, wait_for
+
+    job = enqueue(conn, "ok")
+    proc = subprocess.Popen(awc_command("wait", str(job), "--timeout", "60"), env=awc_env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
+                                      (job,)).fetchone() == (True,), what="the wait to begin")
+        (pid,) = wait_for(lambda: conn.execute(waiting).fetchone(), what="the wait's backend")
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # A new connection waits again before the job runs.
+        wait_for(lambda: (row := conn.execute(waiting).fetchone()) and row[0] != pid,
+                 what="the wait on a new connection")
+        run_all(conn, registry_with(ok=ok))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out.strip(), err) == (0, f'{{"job": {job}}}', "")

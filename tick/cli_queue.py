@@ -250,6 +250,7 @@ def wait_command(job_id: int, timeout: float) -> None:
     SPEC §20."""
     import time
 
+    from tick.db import connection_lost
     from tick.errors import AwcError
     from tick.waiting import wait
     from tick.watchdog import DEADLINE_GRACE_SECS
@@ -258,11 +259,29 @@ def wait_command(job_id: int, timeout: float) -> None:
     # the start is given up on by then too, not after libpq's connect timeout.
     end = time.monotonic() + timeout
     settings = load_settings()
-    with operator_connection(settings, end + DEADLINE_GRACE_SECS) as conn:
+    outcome, lost = None, 0
+    while outcome is None:
+        # A connection lost mid-wait (a failover, a pooler's restart, a role's
+        # idle_session_timeout) is opened again and the wait goes on to its
+        # timeout: it ended the command with a database error, the job's
+        # outcome a moment away. A first connect that fails is the error.
         try:
-            outcome = wait(conn, job_id, max(end - time.monotonic(), 0.0))
-        except TimeoutError:
-            raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
+            conn = operator_connection(settings, end + DEADLINE_GRACE_SECS)
+        except AwcError:
+            if not lost or time.monotonic() >= end:
+                raise
+            lost += 1
+            time.sleep(min(0.25 * lost, max(end - time.monotonic(), 0.0)))
+            continue
+        with conn:
+            try:
+                outcome = wait(conn, job_id, max(end - time.monotonic(), 0.0))
+            except TimeoutError:
+                raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
+            except Exception:
+                if not connection_lost(conn) or time.monotonic() >= end:
+                    raise
+                lost += 1
     if outcome.state != "COMPLETED":
         raise AwcError(f"job {job_id} ended {outcome.state}")
     if outcome.result_too_deep is not None:  # printed as stored, not decoded

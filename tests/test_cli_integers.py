@@ -6,6 +6,7 @@ for job 1, and a refusal echoed 5,000 digits back."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import psycopg
@@ -88,11 +89,14 @@ def test_a_number_just_past_the_range_is_told_so(awc_env: dict[str, str]) -> Non
     assert "9" * 20 not in output
 
 
-def test_ctrl_c_during_a_command_is_one_awc_line(
-        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "interrupted"),
+                                             (signal.SIGTERM, "terminated")])
+def test_a_signal_during_a_command_is_one_awc_line(
+        conn: psycopg.Connection[Any], awc_env: dict[str, str], signum: int, said: str) -> None:
     """^C while `awc wait` waits: click printed a blank line and awc said
-    `awc: aborted`; now one line, `awc: interrupted`, exit 1."""
-    import signal
+    `awc: aborted`; SIGTERM (a supervisor's stop, `timeout`): the process
+    died of the signal with nothing said. Now one line each, `awc:
+    interrupted` and `awc: terminated`, exit 1."""
     import subprocess
 
     from tests.support import ROOT, awc_command, wait_for
@@ -104,36 +108,10 @@ def test_ctrl_c_during_a_command_is_one_awc_line(
     try:
         wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
                                       (job,)).fetchone() == (True,), what="the wait to begin")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert (proc.returncode, err, out) == (1, "awc: interrupted\n", "")
-
-
-def test_sigterm_during_a_command_is_one_awc_line(
-        conn: psycopg.Connection[Any], awc_env: dict[str, str]) -> None:
-    """SIGTERM while `awc wait` waits (a supervisor's stop, `timeout`): the
-    process died of the signal with nothing said; now one line, `awc:
-    terminated`, exit 1, as ^C."""
-    import signal
-    import subprocess
-
-    from tests.support import ROOT, awc_command, wait_for
-    from tick.producer import enqueue
-
-    job = enqueue(conn, "noop")
-    proc = subprocess.Popen(awc_command("wait", str(job), "--timeout", "60"), env=awc_env,
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
-                                      (job,)).fetchone() == (True,), what="the wait to begin")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert (proc.returncode, err, out) == (1, "awc: terminated\n", "")
+    assert (proc.returncode, err, out) == (1, f"awc: {said}\n", "")

@@ -54,7 +54,8 @@ class Runtime:
                     min_size=1,
                     max_size=max(2, self.settings.worker_concurrency),
                     kwargs=connect_options(prepare=self.settings.db_prepare,
-                                           name=f"{APPLICATION_NAME}-handlers"),
+                                           name=f"{APPLICATION_NAME}-handlers",
+                                           dsn=self.settings.dsn()),
                     check=ConnectionPool.check_connection,
                     # Rules compare timestamps: infinity must order after
                     # every now(), never fail the row (SPEC §4.2).

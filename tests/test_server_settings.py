@@ -239,3 +239,18 @@ def test_a_listener_the_server_ends_at_once_reconnects_ever_more_slowly(
     # 0.25 s, 0.5, 1, 2 (and up to half again each), after 0.3 s connected:
     # at most 4 in 5 s (before: about 9).
     assert 1 <= len(lost) <= 5, len(lost)
+
+
+def test_the_operator_s_own_startup_options_are_kept(hostile_url: str) -> None:
+    """`options=` in DATABASE_URL (a search_path, a work_mem): awc passed its
+    own as a keyword, which replaced the operator's whole. They follow
+    awc's now, and win where both set one."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = make_conninfo(hostile_url, options="-c work_mem=7MB -c statement_timeout=5s")
+    assert conninfo_to_dict(url)["options"]
+    with connect(url) as conn:
+        row = conn.execute("SELECT current_setting('work_mem'), "
+                           "current_setting('statement_timeout'), "
+                           "current_setting('extra_float_digits')").fetchone()
+    assert row == ("7MB", "5s", "3")

@@ -99,7 +99,7 @@ def ui_command(host: str, port: int) -> None:
     pool: ConnectionPool[Any] = ConnectionPool(
         dsn, min_size=1, max_size=POOL_SIZE, open=False, configure=configure,
         connection_class=WatchedConnection, timeout=PAGE_ANSWER_SECS,
-        kwargs=connect_options(prepare=settings.db_prepare), name="awc-ui")
+        kwargs=connect_options(prepare=settings.db_prepare, dsn=dsn), name="awc-ui")
     pool.open(wait=True, timeout=10)
     try:
         bound = sock.getsockname()

@@ -190,10 +190,22 @@ def one_exchange(conn: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
-def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> dict[str, Any]:
+def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME,
+                    dsn: str | None = None) -> dict[str, Any]:
     """The options of every awc connection (autocommit, timeouts, its
     application `name`), for `connect` and for a pool that opens connections
-    itself (the console, the handlers' runtime)."""
+    itself (the console, the handlers' runtime). The operator's own startup
+    options (`options=` in `dsn`, else PGOPTIONS) follow awc's and win where
+    both set one: passed as a keyword, awc's replaced them whole."""
+    import os
+
+    given = os.environ.get("PGOPTIONS")
+    if dsn is not None:
+        from psycopg.conninfo import conninfo_to_dict
+
+        with suppress(Exception):  # a DSN that does not parse fails at connect, named
+            given = str(conninfo_to_dict(dsn).get("options") or "") or given
+    ours = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off " + PINNED
     return {
         "autocommit": True,
         "prepare_threshold": 5 if prepare else None,
@@ -209,7 +221,7 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME) -> di
         # role's SERIALIZABLE failed outcomes, and jobs ran twice), floats
         # in full (extra_float_digits -15 read a 26 s lease as 30 s), ISO
         # dates (the only style psycopg reads).
-        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off " + PINNED,
+        "options": f"{ours} {given}" if given and given.strip() else ours,
     }
 
 
@@ -239,7 +251,7 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
     from tick.loaders import clamp_timestamps
     from tick.watchdog import WatchedConnection, watch
 
-    options = connect_options(prepare=prepare)
+    options = connect_options(prepare=prepare, dsn=dsn)
     if answer_by is not None:
         # libpq's minimum is 2 s; whole seconds only.
         left = max(int(answer_by - time.monotonic()), 2)

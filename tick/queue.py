@@ -332,20 +332,14 @@ def record_each(
 
 
 def lost_claims(
-    conn: psycopg.Connection[Any], claims: Sequence[tuple[int, str, int]]
-) -> tuple[dict[int, str], set[int]]:
-    """Of these (id, token, attempts) claims whose outcome's answer was lost:
-    those that no longer hold their job, with the job's state now
-    (`CANCELLED` when an operator cancelled it); and those COMPLETED at the
-    claim's own attempt, which that claim completed (only a claim completes,
-    and a new claim counts an attempt): its write committed before its
-    answer was lost."""
+    conn: psycopg.Connection[Any], claims: Sequence[tuple[int, str]]
+) -> dict[int, str]:
+    """Of these (id, token) claims, those that no longer hold their job, with
+    the job's state now (`CANCELLED` when an operator cancelled it). A
+    completed job is read in its finished part: `COMPLETED`, not `MISSING`
+    (which claim completed it, the part does not say: its token is gone)."""
     if not claims:
-        return {}, set()
-    ids, tokens, attempts = _unzip(claims, 3)
-    ours = dict(zip(ids, attempts, strict=True))
+        return {}
+    ids, tokens = _unzip(claims, 2)
     rows = conn.execute(sql("lost_claims"), {"ids": ids, "tokens": tokens}).fetchall()
-    committed = {int(job_id) for job_id, state, at in rows
-                 if state == "COMPLETED" and at == ours[job_id]}
-    return ({int(job_id): str(state) for job_id, state, _ in rows
-             if job_id not in committed}, committed)
+    return {int(job_id): str(state) for job_id, state in rows}

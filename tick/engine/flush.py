@@ -176,16 +176,14 @@ def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]]
     if not written:
         return
     lost: dict[int, str] = {}
-    committed: set[int] = set()  # completions whose answer the connection lost
-    missing = [(job_id, run.row.token, run.row.attempts) for job_id, (run, _) in written.items()
+    missing = [(job_id, run.row.token) for job_id, (run, _) in written.items()
                if job_id not in recorded]
     if missing:
-        lost, committed = lost_claims(conn, missing)
+        lost = lost_claims(conn, missing)
     now = time.perf_counter()
     out = []
     for job_id, (run, record) in written.items():
-        hit = recorded.get(job_id) or (
-            (record, "COMPLETED") if job_id in committed else None)
+        hit = recorded.get(job_id)
         if hit is None:
             state = lost.get(job_id, "RUNNING")
             label = lost_label(lost.get(job_id))

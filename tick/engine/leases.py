@@ -259,12 +259,12 @@ def fence_check(conn: psycopg.Connection[Any], running: dict[int, Run], now_perf
     from tick.db import as_database_error
     from tick.queue import lost_claims
 
-    old = [(job_id, run.row.token, run.row.attempts) for job_id, run in running.items()
+    old = [(job_id, run.row.token) for job_id, run in running.items()
            if run.started and now_perf - run.started >= FENCE_CHECK_SECS]
     if not old:
         return
     try:
-        lost, _ = lost_claims(conn, old)
+        lost = lost_claims(conn, old)
     except Exception as error:
         raise as_database_error(error, "checking claims", conn) from None
     for job_id in lost:

@@ -1,9 +1,8 @@
 -- Which of these claims no longer hold their job, and the job's state now
--- (CANCELLED when an operator cancelled it, else rescued or re-claimed), and
--- its attempts. A completed job is in a finished part (awc.jobs with its
--- parts): read in the hot table alone, one whose completion committed just
--- before the connection went was called MISSING and its outcome discarded.
-SELECT o.id, coalesce(j.state, 'MISSING'), j.attempts
+-- (CANCELLED when an operator cancelled it, else rescued or re-claimed). A
+-- completed job is in a finished part (awc.jobs with its parts): read in the
+-- hot table alone, it was called MISSING.
+SELECT o.id, coalesce(j.state, 'MISSING')
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS o(id, token)
 LEFT JOIN awc.jobs AS j ON j.id = o.id
 WHERE j.id IS NULL

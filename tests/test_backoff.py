@@ -53,7 +53,7 @@ def test_same_worker_id_gives_the_same_stream() -> None:
 
 
 @pytest.mark.parametrize(("attempt", "base"), [(0, 0.25), (1, 0.5), (2, 1.0), (5, 8.0), (6, 10.0),
-                                               (30, 10.0)])
+                                               (30, 10.0), (1024, 10.0), (10**9, 10.0)])
 def test_reconnect_delay_doubles_to_ten_seconds_plus_half_jitter(attempt: int, base: float) -> None:
     from tick.engine.backoff import reconnect_delay
 

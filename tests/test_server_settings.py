@@ -251,3 +251,24 @@ def test_the_operator_s_own_startup_options_are_kept(hostile_url: str) -> None:
                            "current_setting('statement_timeout'), "
                            "current_setting('extra_float_digits')").fetchone()
     assert row == ("7MB", "5s", "3")
+
+
+def test_awc_wait_reconnects_ever_more_slowly(db_url: str, server_url: str) -> None:
+    """A role's idle_session_timeout ends `awc wait`'s connection a moment
+    after each connect: it connected again at once, about five times a
+    second to its timeout. It waits longer after each loss now."""
+    from tick.producer import enqueue
+
+    name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        job = enqueue(conn, "noop")
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE \"{name}\" SET idle_session_timeout = '200ms'")
+        sessions = ("SELECT sessions FROM pg_stat_database WHERE datname = %s")
+        (before,) = admin.execute(sessions, (name,)).fetchone() or (0,)
+        done = run_awc(env_for(db_url), "wait", str(job), "--timeout", "3")
+        admin.execute("SELECT pg_stat_clear_snapshot()")
+        (after,) = admin.execute(sessions, (name,)).fetchone() or (0,)
+    assert done.returncode == 1 and "not final after 3s" in done.stderr, done.stderr
+    # 0.2 s each, then 0.25, 0.5, 1, 2: five (before: about fifteen).
+    assert after - before <= 7, after - before

@@ -265,13 +265,15 @@ def wait_command(job_id: int, timeout: float) -> None:
         # idle_session_timeout) is opened again and the wait goes on to its
         # timeout: it ended the command with a database error, the job's
         # outcome a moment away. A first connect that fails is the error.
+        if lost:  # the first delay 0.25 s, doubling to 5 (a role's idle timeout)
+            time.sleep(min(0.25 * 2.0 ** min(lost - 1, 5), 5.0,
+                           max(end - time.monotonic(), 0.0)))
         try:
             conn = operator_connection(settings, end + DEADLINE_GRACE_SECS)
         except AwcError:
             if not lost or time.monotonic() >= end:
                 raise
             lost += 1
-            time.sleep(min(0.25 * lost, max(end - time.monotonic(), 0.0)))
             continue
         with conn:
             try:

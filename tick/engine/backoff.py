@@ -70,5 +70,7 @@ def reconnect_delay(attempt: int, jitter: Jitter, *, first: float = 0.25,
     database: `first` (0.25 s) doubling to `cap` (10 s), plus up to half
     again of jitter. The supervisor's restarts wait the same way, from
     their own first delay and cap."""
-    base = float(min(first * 2 ** attempt, cap))
+    # The exponent is bounded: 2.0 ** 1024 overflows a float, and a listener
+    # the server ends at once counts its attempts for as long as it runs.
+    base = float(min(first * 2.0 ** min(attempt, 64), cap))
     return base + base * jitter.unit() / 2

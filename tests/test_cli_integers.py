@@ -115,3 +115,52 @@ def test_a_signal_during_a_command_is_one_awc_line(
             proc.kill()
             proc.wait()
     assert (proc.returncode, err, out) == (1, f"awc: {said}\n", "")
+
+
+def test_sigterm_stops_the_console_as_a_clean_stop(awc_env: dict[str, str]) -> None:
+    """`awc ui` stops gracefully on SIGTERM and ends by the signal, as a
+    service manager expects of a clean stop: awc's own SIGTERM line made it
+    exit 1 (`awc: terminated`), a failed unit."""
+    from tests.support import start_console
+
+    proc, _ = start_console(awc_env)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "awc:" not in err
+
+
+def test_sigterm_while_the_server_runs_a_statement_cancels_it(
+        db_url: str, awc_env: dict[str, str]) -> None:
+    """SIGTERM while `awc migrate` waits for another process's migration
+    lock: psycopg's warnings, then `awc: terminated`, and the server's
+    backend went on waiting for the lock after the client had gone. Taken
+    as ^C is, the statement is cancelled and the line is one."""
+    import subprocess
+
+    from tests.support import ROOT, awc_command, seen_waiting_on_a_lock, wait_for
+    from tick.migrate import MIGRATION_LOCK_KEY
+
+    with psycopg.connect(db_url, autocommit=True) as holder, \
+            psycopg.connect(db_url, autocommit=True) as watcher:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        proc = subprocess.Popen(awc_command("migrate"), env=awc_env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            waiting = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock' AND pid <> %s")
+            (pid,) = wait_for(lambda: watcher.execute(
+                waiting, (holder.info.backend_pid,)).fetchone(), what="the migration's wait")
+            assert seen_waiting_on_a_lock(watcher, pid)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert (proc.returncode, err) == (1, "awc: terminated\n")
+        wait_for(lambda: watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s "
+                                         "AND wait_event_type = 'Lock'", (pid,)).fetchone()
+                 == (0,), timeout=10, what="the server's backend to stop waiting")
+        holder.execute("ROLLBACK")

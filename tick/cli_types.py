@@ -59,10 +59,12 @@ class Interrupted(Exception):
         super().__init__(how)
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the command is (a BaseException, as
-    KeyboardInterrupt is: a command's `except Exception` does not take it
-    for one of its own failures)."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, and taken as ^C is: psycopg
+    cancels the statement the server is running (a BaseException raised in
+    its wait left the server's backend waiting on a lock after the client
+    had gone, and a pipeline half sent), and a command's `except Exception`
+    does not take it for one of its own failures."""
 
 
 def _terminated(signum: int, frame: Any) -> None:
@@ -84,10 +86,10 @@ class AwcGroup(click.Group):
             signal.signal(signal.SIGTERM, _terminated)
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise Interrupted from None
         except Terminated:
             raise Interrupted("terminated") from None
+        except KeyboardInterrupt:
+            raise Interrupted from None
 
 
 class ClosedOutput(io.TextIOBase):

@@ -76,12 +76,20 @@ def ui_command(host: str, port: int) -> None:
         from psycopg_pool import ConnectionPool
     except ImportError:
         raise missing_extra("awc ui", "ui") from None
+    import signal
+
     from tick.db import connect_options
     from tick.drivers.compose import open_operator_database, operator_session
     from tick.events import StreamEvents
     from tick.ui.app import build_app
     from tick.ui.serve import KEEP_ALIVE_SECS, bounded_protocol
 
+    # uvicorn stops gracefully on SIGTERM, puts back the handler it found and
+    # raises the signal again: the default, so the process ends by the signal
+    # as a service manager expects of a clean stop (awc's own handler made
+    # it `awc: terminated` and exit 1, a failed unit), from before it says
+    # it serves.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     settings = load_settings()
     token = settings.require_ui_token()
     dsn = settings.dsn()

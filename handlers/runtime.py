@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tick.db import APPLICATION_NAME, connect_options
+from tick.db import APPLICATION_NAME, connect_options, pin_session
 from tick.engine.context import JobContext
 from tick.loaders import clamp_timestamps
 from tick.settings import Settings
@@ -85,6 +85,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     # job's deadline (tick.watchdog).
     conn.purpose = "handlers"  # type: ignore[attr-defined]
     clamp_timestamps(conn)
+    pin_session(conn)  # decision 0038: behind a pooler too
 
 
 _RUNTIME: Runtime | None = None

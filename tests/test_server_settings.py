@@ -272,3 +272,22 @@ def test_awc_wait_reconnects_ever_more_slowly(db_url: str, server_url: str) -> N
     assert done.returncode == 1 and "not final after 3s" in done.stderr, done.stderr
     # 0.2 s each, then 0.25, 0.5, 1, 2: five (before: about fifteen).
     assert after - before <= 7, after - before
+
+
+def test_a_connection_whose_startup_options_a_pooler_dropped_is_pinned_again(
+        hostile_url: str) -> None:
+    """Behind PgBouncer the options are dropped: the operator's commands,
+    the console's pool and the handlers' failed on every timestamp under a
+    role's DateStyle 'SQL, DMY', and their transactions ran SERIALIZABLE."""
+    from tick.db import pin_session
+    from tick.loaders import for_operators
+
+    with psycopg.connect(hostile_url, autocommit=True) as conn:  # no awc options at all
+        pin_session(conn)
+        for_operators(conn)
+        with conn.transaction():
+            row = conn.execute("SELECT current_setting('transaction_isolation'), "
+                               "now() > '2020-01-01', pg_typeof(now())::text").fetchone()
+        stamp = conn.execute("SELECT now()").fetchone()
+    assert row == ("read committed", True, "timestamp with time zone")
+    assert stamp is not None and isinstance(stamp[0], datetime)

@@ -78,7 +78,7 @@ def ui_command(host: str, port: int) -> None:
         raise missing_extra("awc ui", "ui") from None
     import signal
 
-    from tick.db import connect_options
+    from tick.db import connect_options, pin_session
     from tick.drivers.compose import open_operator_database, operator_session
     from tick.events import StreamEvents
     from tick.ui.app import build_app
@@ -102,6 +102,7 @@ def ui_command(host: str, port: int) -> None:
         # is a 503 page, never a page that hangs (tick.watchdog).
         conn.limit_secs = PAGE_ANSWER_SECS
         conn.purpose = "console"
+        pin_session(conn)  # decision 0038: behind a pooler too
         operator_session(conn)
 
     pool: ConnectionPool[Any] = ConnectionPool(

@@ -232,6 +232,22 @@ PINNED = ("-c default_transaction_isolation=read\\ committed -c extra_float_digi
           "-c DateStyle=ISO,\\ MDY -c IntervalStyle=postgres")
 
 
+def pin_session(conn: psycopg.Connection[Any]) -> None:
+    """What awc reads, again where a transaction-pooling proxy dropped the
+    startup options (decision 0038): the transactions psycopg begins are
+    READ COMMITTED, and DateStyle and IntervalStyle, which the server
+    reports, are set when they are not awc's (PgBouncer keeps a client's
+    DateStyle across the server connections it lends it). Nothing is sent
+    when the options held. For every awc connection and pool."""
+    import psycopg
+
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    if not (conn.info.parameter_status("DateStyle") or "ISO").startswith("ISO"):
+        conn.execute("SET DateStyle = 'ISO, MDY'")
+    if (conn.info.parameter_status("IntervalStyle") or "postgres") != "postgres":
+        conn.execute("SET IntervalStyle = 'postgres'")
+
+
 def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
             purpose: str = "database", **kwargs: Any) -> psycopg.Connection[Any]:
     """Open an autocommit connection with awc's timeouts, reading every
@@ -272,8 +288,7 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
             f"the database at {describe_target(dsn)} is in {printable(encoding)[:40]}; awc "
             "stores any Unicode text and needs a UTF8 database (CREATE DATABASE ... "
             "ENCODING 'UTF8')")
-    # The transactions psycopg begins: READ COMMITTED too (decision 0038).
-    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    pin_session(conn)
     watch(conn, answer_by=answer_by)
     conn.purpose = purpose  # how the loop's /readyz names it
     # Any timestamptz column may hold what Python cannot (`-infinity`, a date

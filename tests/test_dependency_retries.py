@@ -242,3 +242,86 @@ def test_one_tick_claims_a_child_its_outcome_made_ready_behind_its_cursor(
     assert report.claimed == 101
     assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (ids[-1],)).fetchone() == (
         "COMPLETED",)
+
+
+def test_a_run_childs_count_is_right_when_a_parent_completes_during_the_retry(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """X (`run`) waits for T, failed, and A, running: X is PENDING, waiting
+    for A. A's completion is sent, not committed, as an operator retries T:
+    the recount of T's children read A unfinished from a snapshot before
+    A's commit and kept that, after waiting for X's row: X waited for a
+    parent already done, for ever after T completed."""
+    import threading
+
+    from tests.support import seen_waiting_on_a_lock
+    from tick.statements import sql
+
+    t, a, x = enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop"},
+                                  {"kind": "noop", "after": ["#0", "#1"],
+                                   "on_parent_failure": "run"}])
+    row = conn.execute("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, started_at = now(), "
+                       "claim_token = gen_random_uuid(), locked_until = now() + interval '1 hour' "
+                       "WHERE id = %s RETURNING claim_token::text", (a,)).fetchone()
+    assert row is not None
+    fail(conn, [t])
+    with psycopg.connect(db_url, autocommit=True) as other, \
+            psycopg.connect(db_url, autocommit=True) as op:
+        other.execute("BEGIN")
+        other.execute(sql("complete_jobs"), {"ids": f"{{{a}}}", "tokens": f"{{{row[0]}}}",
+                                             "results": "{null}"}).fetchall()
+        retrying = threading.Thread(target=lambda: retry(op, t))
+        retrying.start()
+        seen_waiting_on_a_lock(conn, op.info.backend_pid, timeout=5)
+        other.execute("COMMIT")
+        retrying.join(timeout=30)
+    assert miscounted(conn) == []
+    drain(conn)
+    assert dict(conn.execute("SELECT id, state FROM awc.jobs").fetchall()) == {
+        t: "COMPLETED", a: "COMPLETED", x: "COMPLETED"}
+
+
+def test_a_retry_that_meets_a_round_trip_in_a_deadlock_runs_again(
+        conn: psycopg.Connection[Any], db_url: str) -> None:
+    """The retry locks T's child's other parents in id order; a tick's round
+    trip completes P2, then renews P1's lease in a later statement: each
+    waits for the other, and PostgreSQL ended the retry (`awc: database
+    error: DeadlockDetected`). The retry runs again and succeeds."""
+    import threading
+
+    from tests.support import seen_waiting_on_a_lock
+    from tick.statements import sql
+
+    t, p1, p2, x = enqueue_many(conn, [{"kind": "noop"}] * 3 + [
+        {"kind": "noop", "after": ["#0", "#1", "#2"]}])
+    fail(conn, [t])
+    claim = ("UPDATE awc.jobs SET state = 'RUNNING', attempts = 1, started_at = now(), "
+             "claim_token = gen_random_uuid(), locked_until = now() + interval '1 hour' "
+             "WHERE id = %s RETURNING claim_token::text")
+    tokens = [(conn.execute(claim, (p,)).fetchone() or ("",))[0] for p in (p1, p2)]
+    failed: list[BaseException] = []
+
+    def operator() -> None:
+        try:
+            retry(op, t)
+        except BaseException as error:  # the test reports it
+            failed.append(error)
+
+    with psycopg.connect(db_url, autocommit=True) as ticking, \
+            psycopg.connect(db_url, autocommit=True) as op:
+        ticking.execute("BEGIN")
+        ticking.execute(sql("complete_jobs"), {"ids": f"{{{p2}}}", "tokens": f"{{{tokens[1]}}}",
+                                               "results": "{null}"}).fetchall()
+        retrying = threading.Thread(target=operator)
+        retrying.start()
+        assert seen_waiting_on_a_lock(conn, op.info.backend_pid, timeout=5)
+        try:
+            ticking.execute(sql("extend_leases"), {"ids": [p1], "tokens": [tokens[0]],
+                                                   "secs": [30.0]}).fetchall()
+            ticking.execute("COMMIT")
+        except psycopg.errors.DeadlockDetected:
+            ticking.execute("ROLLBACK")
+        retrying.join(timeout=30)
+    assert failed == []
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", (x,)).fetchone() == (
+        "PENDING",)
+    assert miscounted(conn) == []

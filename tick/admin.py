@@ -143,12 +143,15 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Send a FAILED or CANCELLED job back to PENDING with a fresh attempt budget."""
     from psycopg.errors import UniqueViolation
 
-    from tick.bulk import revive
+    from tick.bulk import again_on_deadlock, revive
 
     held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
-    try:
+    def once() -> int:
         with conn.transaction():
-            revived = revive(conn, [job_id])
+            return revive(conn, [job_id])
+
+    try:
+        revived = again_on_deadlock(once)
     except UniqueViolation:
         raise held from None
     if revived == 0:

@@ -12,11 +12,14 @@ moved on in between is left as it is.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tick.statements import sql
 from tick.words import DEAD_STATES, FINISHED_STATES, LIVE_STATES, JobState
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import psycopg
@@ -88,6 +91,28 @@ def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
     return int(row[0]) if row else 0
 
 
+# How many times an operator's transaction runs when PostgreSQL ends it to
+# break a deadlock with a tick's round trip (lock_revived_parents.sql).
+DEADLOCK_TRIES = 3
+
+
+def again_on_deadlock(work: Callable[[], T]) -> T:
+    """Run `work`, a whole transaction of its own, again when PostgreSQL
+    ended it to break a deadlock (nothing of it was kept): a retry's locks on
+    parents meet a tick's round trip, which may hold one parent while it
+    waits for another. The operator saw `DeadlockDetected` and had to run
+    the command again."""
+    from psycopg.errors import DeadlockDetected
+
+    for attempt in range(DEADLOCK_TRIES):
+        try:
+            return work()
+        except DeadlockDetected:
+            if attempt == DEADLOCK_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def revive(conn: psycopg.Connection[Any], ids: list[int]) -> int:
     """Send those of `ids` that are FAILED or CANCELLED back to PENDING, in
     the caller's transaction; how many. Their descendants are revived once
@@ -122,8 +147,11 @@ def apply(conn: psycopg.Connection[Any], action: str, selection: Selection,
     """`awc retry|cancel|jobs discard ... --yes`: the action on the jobs the
     selection matches now (at most `cap`), audited as `cli.<action>` with the
     ids or the filter and the count, in one transaction."""
-    with conn.transaction():
-        ids = candidates(conn, action, selection, cap)
-        changed = change(conn, action, ids)
-        audit(conn, f"cli.{action}", "jobs", {**selection.described(), "count": changed})
-    return changed
+    def once() -> int:
+        with conn.transaction():
+            ids = candidates(conn, action, selection, cap)
+            changed = change(conn, action, ids)
+            audit(conn, f"cli.{action}", "jobs", {**selection.described(), "count": changed})
+        return changed
+
+    return again_on_deadlock(once)

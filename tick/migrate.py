@@ -147,7 +147,9 @@ def migrate(
         # lock timeout may cut it (the watchdog bounds each exchange).
         # And the built-ins its defaults and functions name are PostgreSQL's,
         # whatever a role's search_path puts before them: a default bound to
-        # a user's `now()` would outlive this run, for every client.
+        # a user's `now()` would outlive this run, for every client. (Every
+        # migration names its schema: an unqualified CREATE would now aim at
+        # pg_catalog and fail, loudly, rather than land in the role's first.)
         conn.execute("SELECT set_config('statement_timeout', %s, true), "
                      "set_config('lock_timeout', %s, true), "
                      "set_config('search_path', 'pg_catalog, public', true)",

@@ -60,6 +60,31 @@ def test_a_tick_that_fails_records_its_awc_line(
     assert row["error"].startswith("awc: ") and "RaiseException" in row["error"]
 
 
+def test_a_tick_that_fails_records_the_counts_it_had(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A tick whose connection an administrator ended mid-run: its row said
+    claimed 0, completed 0, though it had claimed and completed jobs."""
+    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 5}}])
+    proc = spawn(awc_env, "tick", "--max-secs", "20", "--concurrency", "8")
+    try:
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
+                                      ).fetchone() == (5,), what="the quick jobs' outcomes")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                     "AND backend_type = 'client backend'")
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    (row,) = wait_for(lambda: [r for r in rows(conn) if r["finished_at"] is not None],
+                      what="the failed tick's row")
+    assert row["error"] is not None and row["error"].startswith("awc: ")
+    assert (row["claimed"], row["completed"], row["stop_reason"]) == (6, 5, None)
+
+
 def test_awc_ticks_marks_the_died_and_filters(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -70,9 +70,14 @@ def counts(report: TickReport | None) -> dict[str, Any]:
 
 def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | None,
            error: str | None = None) -> None:
-    """Complete the tick's row with its report, or its error."""
+    """Complete the tick's row with its report, or its error and the counts
+    it had when it failed (no stop reason: it did not stop, it failed)."""
     conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, "slots": [],
-                                      **counts(report), **NO_SEED})
+                                      **_failed(counts(report), error), **NO_SEED})
+
+
+def _failed(row: dict[str, Any], error: str | None) -> dict[str, Any]:
+    return row if error is None else row | {"stop_reason": None}
 
 
 def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
@@ -106,8 +111,8 @@ def renew(conn: psycopg.Connection[Any], tick_id: int, lease_secs: float) -> Non
 def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport | None,
            *, error: str | None = None) -> None:
     """Write a whole row: a failed tick that had no row yet."""
-    conn.execute(sql("record_tick"), {**start.params(), "ran_secs": None,
-                                      "error": error, "slots": [], **counts(report), **NO_SEED})
+    conn.execute(sql("record_tick"), {**start.params(), "ran_secs": None, "error": error,
+                                      "slots": [], **_failed(counts(report), error), **NO_SEED})
 
 
 def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,

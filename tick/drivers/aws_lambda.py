@@ -245,7 +245,7 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
         observer.publish()
         WARM.drop()
         record_failure(settings, spec.history, engine.last_tick_id, error,
-                       dsn=lambda: database_url(settings))
+                       dsn=lambda: database_url(settings), report=engine.last_report)
         raise
     _publish(report, observer)
     logger.info("tick", extra={"event": "tick", "driver": "lambda", **report.as_dict()})

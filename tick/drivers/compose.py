@@ -174,9 +174,12 @@ def loop_spec(
 
 
 def record_failure(settings: Settings, start: TickStart | None, tick_id: int | None,
-                   error: BaseException, dsn: Callable[[], str] | None = None) -> None:
+                   error: BaseException, dsn: Callable[[], str] | None = None,
+                   report: TickReport | None = None) -> None:
     """A failed tick's history (SPEC §16): its row completed with the `awc:`
-    line, or a whole row when it failed before it had one. On a connection of
+    line and the counts it had (`report`: the jobs it claimed and recorded
+    before it failed; it wrote zeros), or a whole row when it failed before
+    it had one. On a connection of
     its own, since the tick's may be the thing that broke; best effort. `dsn`
     gives the connection string when it is not `DATABASE_URL` (the Lambda's
     secret)."""
@@ -196,6 +199,6 @@ def record_failure(settings: Settings, start: TickStart | None, tick_id: int | N
             answer_by=time.monotonic() + DEADLINE_GRACE_SECS) as conn:
         message = f"awc: {redacted(str(error))}"[:1000]
         if tick_id is not None:
-            finish(conn, tick_id, None, message)
+            finish(conn, tick_id, report, message)
         else:
-            record(conn, start, None, error=message)
+            record(conn, start, report, error=message)

@@ -232,7 +232,8 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
             metrics.api_error("database")
             metrics.tick_finished("loop", time.monotonic() - began, ok=False)
             if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
-                record_failure(settings, spec.history, engine.last_tick_id, error)
+                record_failure(settings, spec.history, engine.last_tick_id, error,
+                               report=engine.last_report)
             raise
         if last.claimed:
             report(last)

@@ -104,7 +104,8 @@ def _tick(
         try:
             report = engine.run(spec, stop)
         except AwcError as error:
-            record_failure(settings, spec.history, engine.last_tick_id, error)
+            record_failure(settings, spec.history, engine.last_tick_id, error,
+                           report=engine.last_report)
             raise
         if metrics is not None:
             metrics.sample_queue(engine.conn)  # what is left for the next tick

@@ -63,6 +63,9 @@ class Engine:
         self.pool = SlotPool(self.outbox)
         self._jitters: dict[str, Jitter] = {}
         self.last_tick_id: int | None = None  # the history row of the last run, if any
+        # The counts of the run under way, or of the last: a failure is
+        # recorded with them (SPEC §16: a failed tick wrote zeros).
+        self.last_report: TickReport | None = None
         # When the coordinator began retrying a lost database (time.monotonic()),
         # None while connected; read by the loop's /readyz on another thread.
         self.unreachable_since: float | None = None
@@ -112,6 +115,7 @@ class Engine:
 
         self.pool.resize(spec.concurrency)
         self.last_tick_id = None
+        self.last_report = None
         # The run's deadline holds against a silent server too (SPEC §6): no
         # exchange of the run waits past it and a short grace.
         if spec.deadline is None:

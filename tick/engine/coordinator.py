@@ -56,7 +56,7 @@ class Coordinator:
         self.engine = engine
         self.spec = spec
         self.stop = stop  # set by a signal handler; read here
-        self.report = TickReport()
+        self.report = engine.last_report = TickReport()
         leases = json.dumps({k: float(v) for k, v in engine.registry.leases().items()})
         self.claims = Claims(spec, [engine.slot_name(n) for n in range(spec.concurrency, 0, -1)],
                              leases)
@@ -140,7 +140,7 @@ class Coordinator:
         self._close_history()
         if self.spec.on_report is not None:
             self.spec.on_report(self.report)
-        self.report = TickReport()
+        self.report = self.engine.last_report = TickReport()
         self.began = time.monotonic()
 
     # -- the history row (SPEC §16) -------------------------------------------

@@ -16,6 +16,7 @@ from tick.engine.registry import Registry
 from tick.engine.slots import SlotPool
 from tick.engine.spec import Maintenance, Observer
 from tick.events import EventSink
+from tick.report import TickReport
 
 if TYPE_CHECKING:
     import psycopg
@@ -34,6 +35,7 @@ class EngineParts(Protocol):
     pool: SlotPool
     outbox: SimpleQueue[Any]  # slots -> coordinator
     last_tick_id: int | None  # written: the history row a failure is recorded on
+    last_report: TickReport | None  # written: the counts a failure is recorded with
     unreachable_since: float | None  # written: while the lost database is retried
     leases: Leases | None  # written: the current run's renewed leases (read by /readyz)
 

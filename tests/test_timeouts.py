@@ -242,3 +242,21 @@ def test_a_claim_reads_the_timeouts_of_the_jobs_it_took_only(
     done = round_trip(conn, Writes(), request)
     assert len(done.claimed) == 2
     assert done.timeouts == {with_one: 30.0}
+
+
+def test_a_tick_that_drains_after_a_jobs_own_timeout_says_drained(
+    conn: psycopg.Connection[Any]
+) -> None:
+    """A job cut at its own timeout (1 s, under a handler of 30) made the
+    report say `deadline` for a tick that drained in a second, its own
+    budget of 20 s far off."""
+    reg = Registry()
+
+    @handler("deaf", timeout_secs=30, registry=reg)
+    def deaf(ctx: JobContext, payload: Any) -> None:
+        time.sleep(3)
+
+    enqueue(conn, "deaf", timeout_secs=1)
+    report = tick(conn, registry=reg, lease_secs=30, max_secs=20)
+    assert report.retried == 1
+    assert report.stop_reason == "drained"

@@ -2,10 +2,9 @@
 
 It owns the connection for the run and turns, until the run is over: record
 the outcomes that arrived and claim as many jobs as slots are free, in one
-round trip (`flush`, `claims`) with the lease renewals due (`leases`,
-SPEC §26); hand the claimed jobs to the slots (`slots`); wait for the next
-outcome, heartbeat, wake-up, renewal or deadline. It calls the other parts
-and they return values; none of them calls back.
+round trip (`flush`, `claims`) with the lease renewals due (`leases`, SPEC
+§26); hand the claimed jobs to the slots (`slots`); wait for the next outcome,
+heartbeat, wake-up, renewal or deadline. The parts it calls never call back.
 
 Deadlines are the coordinator's, not the handler's: a job still running at
 its deadline is recorded as a fenced `Retry("deadline exceeded")` and its
@@ -353,8 +352,9 @@ class Coordinator:
                               None, 0.0, None)
             elif run.ctx.monotonic_deadline <= now:
                 self._abandon(run, *cut_at_deadline(run, handler_stack(run)))
-                if self.spec.deadline is not None:
-                    self.deadline_cuts += 1
+                # At the run's deadline (its capped lease), not a job's own timeout.
+                self.deadline_cuts += self.spec.deadline is not None and (
+                    run.ctx.monotonic_deadline >= self.spec.deadline - 1.0)
             else:
                 soonest = min(soonest, run.ctx.monotonic_deadline)
         self.next_expiry = soonest

@@ -291,3 +291,19 @@ def test_a_connection_whose_startup_options_a_pooler_dropped_is_pinned_again(
         stamp = conn.execute("SELECT now()").fetchone()
     assert row == ("read committed", True, "timestamp with time zone")
     assert stamp is not None and isinstance(stamp[0], datetime)
+
+
+def test_a_closed_connection_is_not_blamed_on_the_server() -> None:
+    """libpq adds a guess to a connection closed under it, "This probably
+    means the server terminated abnormally": in an `awc:` line after an
+    administrator ended a backend, or a pooler restarted, it sent operators
+    after a crash that never was. The line keeps libpq's finding only."""
+    from tick.db import database_error
+
+    error = psycopg.OperationalError(
+        "consuming input failed: server closed the connection unexpectedly\n"
+        "\tThis probably means the server terminated abnormally\n"
+        "\tbefore or while processing the request.")
+    shown = str(database_error(error, None, "recording outcomes and claiming"))
+    assert shown == ("recording outcomes and claiming: OperationalError: consuming input "
+                     "failed: server closed the connection unexpectedly")

@@ -50,10 +50,17 @@ def describe_target(dsn: str) -> str:
     return f"{host}:{port}/{name}"
 
 
+_LIBPQ_GUESS = ("This probably means the server terminated abnormally before or while "
+                "processing the request.")
+
+
 def scrub(message: str, dsn: str | None = None) -> str:
     """A database error message made safe to print: no password, one line,
     nothing that cannot be written as UTF-8."""
     text = redacted(" ".join(printable(message).split()))
+    # libpq's guess after a closed connection blames the server, which is
+    # as often a backend an administrator ended, a proxy or a failover.
+    text = text.replace(_LIBPQ_GUESS, "").rstrip()
     if dsn:
         password = _password_of(dsn)
         if password and len(password) >= 3:

@@ -98,9 +98,10 @@ def test_a_killed_loops_job_is_rescued_once_its_short_lease_ends(
 ) -> None:
     job_id = enqueue(conn, "long_sleep", {"seconds": 20, "first_only": True})
     doomed = spawn(env, "loop")
-    wait_for(lambda: runs(conn, job_id), what="the job to start")
-    rescuer = spawn(env, "loop")
+    rescuer = None
     try:
+        wait_for(lambda: runs(conn, job_id), what="the job to start")
+        rescuer = spawn(env, "loop")
         wait_for(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
                                       "datname = current_database() "
                                       "AND query LIKE 'LISTEN%%'").fetchone() == (2,),
@@ -119,7 +120,11 @@ def test_a_killed_loops_job_is_rescued_once_its_short_lease_ends(
         # machine: not the 20 s of the job.
         assert waited < LEASE + 4, f"rescued {waited:.1f} s after the kill"
     finally:
-        stop_loop(rescuer)
+        if doomed.poll() is None:  # a failed wait above left it running
+            doomed.kill()
+            doomed.wait(timeout=10)
+        if rescuer is not None:
+            stop_loop(rescuer)
 
 
 def test_an_operator_cancel_stops_the_handler_within_one_renewal_interval(

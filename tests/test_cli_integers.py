@@ -164,3 +164,35 @@ def test_sigterm_while_the_server_runs_a_statement_cancels_it(
                                          "AND wait_event_type = 'Lock'", (pid,)).fetchone()
                  == (0,), timeout=10, what="the server's backend to stop waiting")
         holder.execute("ROLLBACK")
+
+
+def test_sigterm_before_a_tick_runs_is_told_as_terminated_in_its_event(
+        awc_env: dict[str, str], tmp_path: Any) -> None:
+    """SIGTERM while `awc tick --as-events` imports its handlers: the
+    `tick_failed` event said `interrupted`, as for an operator's ^C."""
+    import json
+    import subprocess
+
+    from tests.support import ROOT, awc_command, wait_for
+
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_import_kinds.py").write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(marker)!r}).write_text('1')\n"
+        "time.sleep(30)\n")
+    env = {**awc_env, "AWC_HANDLER_MODULES": "slow_import_kinds",
+           "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
+    proc = subprocess.Popen(awc_command("tick", "--as-events"), env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(marker.exists, what="the handlers' import")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = [json.loads(line) for line in (out + err).splitlines() if line.startswith("{")]
+    failed = [e for e in events if e.get("event") == "tick_failed"]
+    assert proc.returncode == 1, (out, err)
+    assert [e.get("error") for e in failed] == ["terminated"], (out, err)

@@ -68,7 +68,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminated(signum: int, frame: Any) -> None:
-    raise Terminated
+    # Its text names it wherever it is told (a `tick_failed` event too).
+    raise Terminated("terminated")
 
 
 class AwcGroup(click.Group):

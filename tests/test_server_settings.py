@@ -240,17 +240,19 @@ def test_a_listener_the_server_ends_at_once_reconnects_ever_more_slowly(
 
 def test_the_operator_s_own_startup_options_are_kept(hostile_url: str) -> None:
     """`options=` in DATABASE_URL (a search_path, a work_mem): awc passed its
-    own as a keyword, which replaced the operator's whole. They follow
-    awc's now, and win where both set one."""
+    own as a keyword, which replaced the operator's whole. They are kept,
+    and change awc's timeouts, but not the settings awc reads by."""
     from psycopg.conninfo import conninfo_to_dict
 
-    url = make_conninfo(hostile_url, options="-c work_mem=7MB -c statement_timeout=5s")
+    url = make_conninfo(hostile_url, options="-c work_mem=7MB -c statement_timeout=5s "
+                                             "-c extra_float_digits=-15")
     assert conninfo_to_dict(url)["options"]
     with connect(url) as conn:
         row = conn.execute("SELECT current_setting('work_mem'), "
                            "current_setting('statement_timeout'), "
-                           "current_setting('extra_float_digits')").fetchone()
-    assert row == ("7MB", "5s", "3")
+                           "current_setting('extra_float_digits'), 26.123456789::float8"
+                           ).fetchone()
+    assert row == ("7MB", "5s", "3", 26.123456789)
 
 
 def test_awc_wait_reconnects_ever_more_slowly(db_url: str, server_url: str) -> None:

@@ -202,8 +202,10 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME,
     """The options of every awc connection (autocommit, timeouts, its
     application `name`), for `connect` and for a pool that opens connections
     itself (the console, the handlers' runtime). The operator's own startup
-    options (`options=` in `dsn`, else PGOPTIONS) follow awc's and win where
-    both set one: passed as a keyword, awc's replaced them whole."""
+    options (`options=` in `dsn`, else PGOPTIONS) are kept (passed as a
+    keyword, awc's replaced them whole): after awc's timeouts, which they
+    may change, and before the settings awc reads by (PINNED), which they
+    may not: a URL's extra_float_digits -15 read a 26 s lease as 30 s."""
     import os
 
     given = os.environ.get("PGOPTIONS")
@@ -212,7 +214,7 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME,
 
         with suppress(Exception):  # a DSN that does not parse fails at connect, named
             given = str(conninfo_to_dict(dsn).get("options") or "") or given
-    ours = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off " + PINNED
+    ours = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off"
     return {
         "autocommit": True,
         "prepare_threshold": 5 if prepare else None,
@@ -228,7 +230,8 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME,
         # role's SERIALIZABLE failed outcomes, and jobs ran twice), floats
         # in full (extra_float_digits -15 read a 26 s lease as 30 s), ISO
         # dates (the only style psycopg reads).
-        "options": f"{ours} {given}" if given and given.strip() else ours,
+        "options": f"{ours} {given.strip()} {PINNED}" if given and given.strip()
+        else f"{ours} {PINNED}",
     }
 
 
@@ -295,9 +298,14 @@ def connect(dsn: str, *, prepare: bool = True, answer_by: float | None = None,
             f"the database at {describe_target(dsn)} is in {printable(encoding)[:40]}; awc "
             "stores any Unicode text and needs a UTF8 database (CREATE DATABASE ... "
             "ENCODING 'UTF8')")
-    pin_session(conn)
     watch(conn, answer_by=answer_by)
     conn.purpose = purpose  # how the loop's /readyz names it
+    try:  # bounded by the watch, a failure told as the connect's
+        pin_session(conn)
+    except psycopg.Error as error:
+        conn.close()
+        raise database_error(error, dsn, f"cannot connect to {describe_target(dsn)}",
+                             conn) from None
     # Any timestamptz column may hold what Python cannot (`-infinity`, a date
     # BC, a year past 9999): psycopg's own loader would raise for the whole
     # row, and one such row in awc.schedules, awc.ticks or the ledger would

@@ -143,15 +143,11 @@ def retry(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Send a FAILED or CANCELLED job back to PENDING with a fresh attempt budget."""
     from psycopg.errors import UniqueViolation
 
-    from tick.bulk import again_on_deadlock, revive
+    from tick.bulk import in_transaction, revive
 
     held = JobStateError(f"job {job_id} cannot be retried: a live job holds its dedupe key")
-    def once() -> int:
-        with conn.transaction():
-            return revive(conn, [job_id])
-
     try:
-        revived = again_on_deadlock(once)
+        revived = in_transaction(conn, lambda: revive(conn, [job_id]))
     except UniqueViolation:
         raise held from None
     if revived == 0:

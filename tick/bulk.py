@@ -96,17 +96,18 @@ def change(conn: psycopg.Connection[Any], action: str, ids: list[int]) -> int:
 DEADLOCK_TRIES = 3
 
 
-def again_on_deadlock(work: Callable[[], T]) -> T:
-    """Run `work`, a whole transaction of its own, again when PostgreSQL
-    ended it to break a deadlock (nothing of it was kept): a retry's locks on
-    parents meet a tick's round trip, which may hold one parent while it
-    waits for another. The operator saw `DeadlockDetected` and had to run
-    the command again."""
+def in_transaction(conn: psycopg.Connection[Any], work: Callable[[], T]) -> T:
+    """`work` in a transaction of its own, run again when PostgreSQL ended it
+    to break a deadlock (nothing of it was kept): a retry's locks on parents
+    meet a tick's round trip, which may hold one parent while it waits for
+    another. The operator saw `DeadlockDetected` and had to run the command
+    again."""
     from psycopg.errors import DeadlockDetected
 
     for attempt in range(DEADLOCK_TRIES):
         try:
-            return work()
+            with conn.transaction():
+                return work()
         except DeadlockDetected:
             if attempt == DEADLOCK_TRIES - 1:
                 raise
@@ -148,10 +149,9 @@ def apply(conn: psycopg.Connection[Any], action: str, selection: Selection,
     selection matches now (at most `cap`), audited as `cli.<action>` with the
     ids or the filter and the count, in one transaction."""
     def once() -> int:
-        with conn.transaction():
-            ids = candidates(conn, action, selection, cap)
-            changed = change(conn, action, ids)
-            audit(conn, f"cli.{action}", "jobs", {**selection.described(), "count": changed})
+        ids = candidates(conn, action, selection, cap)
+        changed = change(conn, action, ids)
+        audit(conn, f"cli.{action}", "jobs", {**selection.described(), "count": changed})
         return changed
 
-    return again_on_deadlock(once)
+    return in_transaction(conn, once)

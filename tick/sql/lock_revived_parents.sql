@@ -14,7 +14,7 @@
 -- Taken before the retry changes any row; a tick's round trip may hold one
 -- parent while it waits for another (locks are taken in id order within a
 -- statement, not across its statements): PostgreSQL then ends one of the
--- two, and the caller runs its transaction again (tick.bulk.again_on_deadlock).
+-- two, and the caller runs its transaction again (tick.bulk.in_transaction).
 -- A claim passes a parent so locked by (SKIP LOCKED).
 WITH RECURSIVE revived AS (
     SELECT x.id FROM unnest(%(ids)s::bigint[]) AS x (id)

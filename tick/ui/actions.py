@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tick.bulk import ACTION_STATES, again_on_deadlock, change
+from tick.bulk import ACTION_STATES, change, in_transaction
 from tick.bulk import BULK_CAP as BULK_CAP
 from tick.statements import sql
 from tick.ui.filters import JobFilter
@@ -161,15 +161,14 @@ class Bulk:
         state the action applies to, so the change is at most what the
         operator confirmed, even if jobs change state in between."""
         def once() -> int | Preview:
-            with conn.transaction():
-                ids = self._candidates(conn)
-                now = self._sealed(ids)
-                if now.seal != seal:
-                    return now
-                changed = change(conn, self.action, ids)
-                _audit(conn, f"bulk_{self.action}", "jobs", {
-                    "filter": {k: v for k, v in vars(self.where).items() if v is not None},
-                    "count": changed})
+            ids = self._candidates(conn)
+            now = self._sealed(ids)
+            if now.seal != seal:
+                return now
+            changed = change(conn, self.action, ids)
+            _audit(conn, f"bulk_{self.action}", "jobs", {
+                "filter": {k: v for k, v in vars(self.where).items() if v is not None},
+                "count": changed})
             return changed
 
-        return again_on_deadlock(once)
+        return in_transaction(conn, once)

@@ -80,7 +80,10 @@ def test_the_engine_s_transactions_pin_them_again_where_startup_options_are_drop
     """Behind a transaction-pooling proxy the connection's startup options
     may be dropped (PgBouncer's ignore_startup_parameters): each round trip
     begins READ COMMITTED and sets the floats and dates it reads."""
+    from tick.db import pin_session
+
     with psycopg.connect(hostile_url, autocommit=True) as conn:  # no awc options at all
+        pin_session(conn)  # as every awc connection is
         with one_exchange(conn):
             conn.execute(sql("pin_plans"))
             cur = conn.execute("SELECT current_setting('transaction_isolation'), "

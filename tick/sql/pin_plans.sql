@@ -12,9 +12,10 @@
 -- (plan_cache_mode): the shapes above do not depend on the values, and
 -- replanning a claim every round trip cost a 1M-row table 10% of its drain
 -- (tests/test_plans.py checks the generic plans too).
--- Floats in full and ISO dates, as the connection's startup options ask
--- (decision 0038): a transaction-pooling proxy may have dropped those, and a
--- role's extra_float_digits = -15 read a 26 s lease back as 30 s.
+-- Floats in full, as the connection's startup options ask (decision 0038):
+-- a transaction-pooling proxy may have dropped those, and a role's
+-- extra_float_digits = -15 read a 26 s lease back as 30 s. (ISO dates are
+-- the connection's own: tick.db.pin_session, which the proxy keeps.)
 SELECT set_config('enable_sort', 'off', true),
        set_config('enable_seqscan', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
@@ -23,5 +24,4 @@ SELECT set_config('enable_sort', 'off', true),
        set_config('enable_material', 'off', true),
        set_config('jit', 'off', true),
        set_config('plan_cache_mode', 'force_generic_plan', true),
-       set_config('extra_float_digits', '3', true),
-       set_config('DateStyle', 'ISO, MDY', true)
+       set_config('extra_float_digits', '3', true)

@@ -60,24 +60,20 @@ NO_SEED: dict[str, Any] = dict.fromkeys(("seed_p", "seed_r", "seed_i", "seed_xma
                                          "key_after"))
 
 
-def counts(report: TickReport | None) -> dict[str, Any]:
-    """The report as the row's columns."""
+def counts(report: TickReport | None, error: str | None = None) -> dict[str, Any]:
+    """The report as the row's columns; a failed run's has no stop reason (it
+    did not stop, it failed), and keeps the counts it had."""
     if report is None:
         return {name: 0 for name in COUNTERS} | {"stop_reason": None}
     return {name: getattr(report, name) for name in COUNTERS} | {
-        "stop_reason": report.stop_reason}
+        "stop_reason": None if error is not None else report.stop_reason}
 
 
 def finish(conn: psycopg.Connection[Any], tick_id: int, report: TickReport | None,
            error: str | None = None) -> None:
-    """Complete the tick's row with its report, or its error and the counts
-    it had when it failed (no stop reason: it did not stop, it failed)."""
+    """Complete the tick's row with its report, or its error."""
     conn.execute(sql("finish_tick"), {"id": tick_id, "error": error, "slots": [],
-                                      **_failed(counts(report), error), **NO_SEED})
-
-
-def _failed(row: dict[str, Any], error: str | None) -> dict[str, Any]:
-    return row if error is None else row | {"stop_reason": None}
+                                      **counts(report, error), **NO_SEED})
 
 
 def closing(tick_id: int | None, start: TickStart | None, report: TickReport,
@@ -112,7 +108,7 @@ def record(conn: psycopg.Connection[Any], start: TickStart, report: TickReport |
            *, error: str | None = None) -> None:
     """Write a whole row: a failed tick that had no row yet."""
     conn.execute(sql("record_tick"), {**start.params(), "ran_secs": None, "error": error,
-                                      "slots": [], **_failed(counts(report), error), **NO_SEED})
+                                      "slots": [], **counts(report, error), **NO_SEED})
 
 
 def ticks(conn: psycopg.Connection[Any], *, driver: str | None = None,

@@ -89,6 +89,24 @@ def test_a_number_just_past_the_range_is_told_so(awc_env: dict[str, str]) -> Non
     assert "9" * 20 not in output
 
 
+def signalled(env: dict[str, str], args: tuple[str, ...], ready: Any, what: str,
+              signum: int = signal.SIGTERM) -> tuple[int, str, str, Any]:
+    """Start `awc ARGS`, wait until `ready()` gives a value, send `signum`:
+    the exit code, stdout, stderr, and that value."""
+    from tests.support import spawn, wait_for
+
+    proc = spawn(env, *args)
+    try:
+        seen = wait_for(ready, what=what)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err, seen
+
+
 @pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "interrupted"),
                                              (signal.SIGTERM, "terminated")])
 def test_a_signal_during_a_command_is_one_awc_line(
@@ -97,24 +115,14 @@ def test_a_signal_during_a_command_is_one_awc_line(
     `awc: aborted`; SIGTERM (a supervisor's stop, `timeout`): the process
     died of the signal with nothing said. Now one line each, `awc:
     interrupted` and `awc: terminated`, exit 1."""
-    import subprocess
-
-    from tests.support import ROOT, awc_command, wait_for
     from tick.producer import enqueue
 
     job = enqueue(conn, "noop")
-    proc = subprocess.Popen(awc_command("wait", str(job), "--timeout", "60"), env=awc_env,
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
-                                      (job,)).fetchone() == (True,), what="the wait to begin")
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert (proc.returncode, err, out) == (1, f"awc: {said}\n", "")
+    code, out, err, _ = signalled(
+        awc_env, ("wait", str(job), "--timeout", "60"),
+        lambda: conn.execute("SELECT waited FROM awc.jobs WHERE id = %s",
+                             (job,)).fetchone() == (True,), "the wait to begin", signum)
+    assert (code, err, out) == (1, f"awc: {said}\n", "")
 
 
 def test_sigterm_stops_the_console_as_a_clean_stop(awc_env: dict[str, str]) -> None:
@@ -136,30 +144,25 @@ def test_sigterm_while_the_server_runs_a_statement_cancels_it(
     lock: psycopg's warnings, then `awc: terminated`, and the server's
     backend went on waiting for the lock after the client had gone. Taken
     as ^C is, the statement is cancelled and the line is one."""
-    import subprocess
-
-    from tests.support import ROOT, awc_command, seen_waiting_on_a_lock, wait_for
+    from tests.support import seen_waiting_on_a_lock, wait_for
     from tick.migrate import MIGRATION_LOCK_KEY
 
     with psycopg.connect(db_url, autocommit=True) as holder, \
             psycopg.connect(db_url, autocommit=True) as watcher:
         holder.execute("BEGIN")
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        proc = subprocess.Popen(awc_command("migrate"), env=awc_env, cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            waiting = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock' AND pid <> %s")
-            (pid,) = wait_for(lambda: watcher.execute(
-                waiting, (holder.info.backend_pid,)).fetchone(), what="the migration's wait")
-            assert seen_waiting_on_a_lock(watcher, pid)
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert (proc.returncode, err) == (1, "awc: terminated\n")
+        waiting = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND wait_event_type = 'Lock' AND pid <> %s")
+
+        def migration_waits() -> Any:
+            row = watcher.execute(waiting, (holder.info.backend_pid,)).fetchone()
+            if row is not None:
+                assert seen_waiting_on_a_lock(watcher, row[0])
+            return row
+
+        code, _, err, (pid,) = signalled(awc_env, ("migrate",), migration_waits,
+                                         "the migration's wait")
+        assert (code, err) == (1, "awc: terminated\n")
         wait_for(lambda: watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s "
                                          "AND wait_event_type = 'Lock'", (pid,)).fetchone()
                  == (0,), timeout=10, what="the server's backend to stop waiting")
@@ -171,9 +174,6 @@ def test_sigterm_before_a_tick_runs_is_told_as_terminated_in_its_event(
     """SIGTERM while `awc tick --as-events` imports its handlers: the
     `tick_failed` event said `interrupted`, as for an operator's ^C."""
     import json
-    import subprocess
-
-    from tests.support import ROOT, awc_command, wait_for
 
     marker = tmp_path / "importing"
     (tmp_path / "slow_import_kinds.py").write_text(
@@ -182,17 +182,9 @@ def test_sigterm_before_a_tick_runs_is_told_as_terminated_in_its_event(
         "time.sleep(30)\n")
     env = {**awc_env, "AWC_HANDLER_MODULES": "slow_import_kinds",
            "PYTHONPATH": f"{tmp_path}:{awc_env['PYTHONPATH']}"}
-    proc = subprocess.Popen(awc_command("tick", "--as-events"), env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(marker.exists, what="the handlers' import")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    code, out, err, _ = signalled(env, ("tick", "--as-events"), marker.exists,
+                                  "the handlers' import")
     events = [json.loads(line) for line in (out + err).splitlines() if line.startswith("{")]
     failed = [e for e in events if e.get("event") == "tick_failed"]
-    assert proc.returncode == 1, (out, err)
+    assert code == 1, (out, err)
     assert [e.get("error") for e in failed] == ["terminated"], (out, err)

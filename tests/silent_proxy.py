@@ -23,6 +23,7 @@ class SilentProxy:
         self._flowing.set()
         self._sockets: list[socket.socket] = []
         self._refusing = False
+        self.accepted = 0  # connections forwarded, to count a client's reconnects
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
@@ -79,6 +80,7 @@ class SilentProxy:
                 client.close()
                 continue
             self._sockets += [client, server]
+            self.accepted += 1
             for src, dst in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 

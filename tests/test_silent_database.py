@@ -80,6 +80,59 @@ def test_a_tick_keeps_its_deadline_when_the_database_falls_silent_mid_run(
     assert elapsed < 4 + 10, elapsed
 
 
+def test_a_tick_with_time_to_reconnect_tries_and_still_keeps_its_deadline(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    """A tick whose connection is lost while its deadline leaves time for a
+    connect (10 s) connects again; the server then accepts and says nothing,
+    so the tick ends by its deadline, with one `awc:` line."""
+    job = enqueue(conn, "sleep", {"seconds": 1})
+    env = through(proxy, awc_env)
+    result: list[tuple[subprocess.CompletedProcess[str], float]] = []
+    runner = threading.Thread(target=lambda: result.append(timed_tick(env, "--max-secs", "20")))
+    runner.start()
+    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                  (job,)).fetchone(), timeout=20, what="the job to start")
+    proxy.cut()  # the job's outcome meets a closed connection
+    before = proxy.accepted
+    proxy.answer()
+    proxy.fall_silent()  # and every connection after it, silence
+    runner.join(60)
+    assert result, "awc tick never returned"
+    done, elapsed = result[0]
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("awc: ")
+    # One connection tried again at least, then the failure's own record.
+    assert proxy.accepted - before >= 2
+    assert elapsed < 20 + 10, elapsed
+
+
+def test_a_tick_rides_out_a_database_gone_for_a_moment(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
+) -> None:
+    """The server goes away mid-run (its connections closed, new ones
+    refused: a failover) and is back two seconds later: the tick connects
+    again and records the running job's outcome, exit 0, nothing run twice."""
+    job = enqueue(conn, "sleep", {"seconds": 3})
+    proc = spawn(through(proxy, awc_env), "tick", "--max-secs", "30")
+    try:
+        wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                      (job,)).fetchone(), timeout=20, what="the job to start")
+        proxy.cut()
+        time.sleep(2)  # the outage itself, not a synchronisation
+        proxy.answer()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, err[-2000:]
+    assert "database_reconnected" in err and "Traceback" not in err
+    row = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s", (job,)).fetchone()
+    assert row == ("COMPLETED", 1)
+    assert conn.execute("SELECT count(*) FROM test_ledger WHERE job_id = %s",
+                        (job,)).fetchone() == (1,)
+
+
 def test_a_tick_keeps_its_deadline_when_the_database_is_silent_from_the_start(
     awc_env: dict[str, str], proxy: SilentProxy
 ) -> None:

@@ -63,16 +63,16 @@ def test_a_tick_that_fails_records_its_awc_line(
 def test_a_tick_that_fails_records_the_counts_it_had(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:
-    """A tick whose connection an administrator ended mid-run: its row said
-    claimed 0, completed 0, though it had claimed and completed jobs."""
-    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 5}}])
-    proc = spawn(awc_env, "tick", "--max-secs", "20", "--concurrency", "8")
+    """A tick that fails mid-run after claiming and completing jobs (here
+    the server refuses its last claim): its row said claimed 0, completed
+    0, though it had claimed and completed jobs."""
+    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 2}}])
+    proc = spawn(awc_env, "tick", "--max-secs", "20", "--concurrency", "1")
     try:
         wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
                                       ).fetchone() == (5,), what="the quick jobs' outcomes")
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                     "AND backend_type = 'client backend'")
+        refuse_claims(conn)
+        enqueue(conn, "noop")  # claimed with the patient job's outcome, and refused
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -83,6 +83,38 @@ def test_a_tick_that_fails_records_the_counts_it_had(
                       what="the failed tick's row")
     assert row["error"] is not None and row["error"].startswith("awc: ")
     assert (row["claimed"], row["completed"], row["stop_reason"]) == (6, 5, None)
+
+
+def test_a_tick_rides_out_a_lost_connection_and_records_every_outcome(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """An administrator ends the tick's backend while a job runs (a failover,
+    a pooler's restart): the tick connects again within its deadline and
+    records the job's outcome; before, it exited 1 and the job waited for its
+    lease to be rescued, an attempt spent."""
+    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 3}}])
+    proc = spawn(awc_env, "tick", "--max-secs", "30", "--concurrency", "8")
+    try:
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
+                                      ).fetchone() == (5,), what="the quick jobs' outcomes")
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'").fetchone()
+        assert ended is not None and ended[0] >= 1
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "database_reconnected" in err and "Traceback" not in err
+    states = conn.execute("SELECT state, attempts, count(*) FROM awc.jobs "
+                          "GROUP BY state, attempts").fetchall()
+    assert states == [("COMPLETED", 1, 6)]  # none run twice, none left to a rescue
+    (row,) = rows(conn)
+    assert row["error"] is None
+    assert (row["claimed"], row["completed"], row["stop_reason"]) == (6, 6, "drained")
 
 
 def test_awc_ticks_marks_the_died_and_filters(

@@ -148,6 +148,7 @@ def tick_spec(
         kinds=kinds or None,
         queues=queues or None,
         stop_grace_secs=settings.stop_grace_secs,
+        reconnect=True,
     )
 
 
@@ -166,6 +167,7 @@ def loop_spec(
         lease_secs=settings.worker_lease_secs,
         stop_grace_secs=settings.stop_grace_secs,
         continuous=True,
+        reconnect=True,
         poll_interval_s=settings.worker_poll_interval_ms / 1000,
         on_report=on_report,
         kinds=kinds or None,

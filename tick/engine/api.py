@@ -91,9 +91,14 @@ class Engine:
         password = conn.pgconn.password
         return make_conninfo(conn.info.dsn, password=password.decode() if password else None)
 
-    def reconnect(self) -> None:
-        """Replace a lost connection (the coordinator's recovery)."""
+    def reconnect(self, deadline: float | None = None) -> None:
+        """Replace a lost connection (the coordinator's recovery); the run's
+        `deadline` bounds the new one's exchanges as it did the old one's."""
         old, self._conn = self._conn, self._connect()
+        if deadline is not None:
+            from tick.watchdog import DEADLINE_GRACE_SECS, watch
+
+            watch(self._conn, answer_by=deadline + DEADLINE_GRACE_SECS)
         if old is not None:
             with contextlib.suppress(Exception):  # broken already
                 old.close()
@@ -127,6 +132,8 @@ class Engine:
             return Coordinator(self, spec, stop or threading.Event()).run()
         finally:
             watch(conn, answer_by=before)
+            if self._conn is not None and self._conn is not conn:  # replaced during the run
+                watch(self._conn, answer_by=before)
 
     def slot_name(self, n: int) -> str:
         return f"{self.worker_id}-{n}"

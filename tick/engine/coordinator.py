@@ -22,7 +22,7 @@ from queue import Empty
 from typing import Any
 
 import tick.engine.spans as spans
-from tick.db import as_database_error
+from tick.db import CONNECT_TIMEOUT_SECS, as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext
@@ -89,7 +89,7 @@ class Coordinator:
                     # statement the server refused would be refused again, so
                     # it ends the run and the supervisor counts it (SPEC §4.2).
                     self.leases.failed(time.monotonic())  # they cannot be renewed now
-                    if not (self.spec.continuous and error.connection_lost) or not self._recover():
+                    if not (self.spec.reconnect and error.connection_lost) or not self._recover():
                         raise
         except DatabaseError as error:
             self._abandon_all(error)
@@ -173,36 +173,36 @@ class Coordinator:
 
     def _recover(self) -> bool:
         """Reconnect with backoff after a lost database, keeping every
-        unrecorded outcome; False if a stop came first and its grace ran out."""
+        unrecorded outcome; False once a stop's grace, or a run's deadline,
+        leaves no time to (a run with one tries while a connect could end by it)."""
+        last = math.inf if self.spec.deadline is None else self.spec.deadline - CONNECT_TIMEOUT_SECS
         self.engine.unreachable_since = time.monotonic()  # the loop is unready meanwhile
+        attempt = 0
         try:
-            return self._reconnect()
+            while True:
+                self.engine.observer.api_error("database")
+                now = time.monotonic()  # a lease unrenewed for half its length cancels its run
+                self._give_up(now)
+                if self.stop.is_set() and self.stopping_since is None:
+                    self._begin_stop(now)
+                if self.stopping_since is not None:
+                    last = min(last, self.stopping_since + self.spec.stop_grace_secs)
+                if now >= last:
+                    return False
+                delay = min(reconnect_delay(attempt, self.reconnect_jitter),
+                            max(self.leases.next_give_up() - now, 0.0), last - now)
+                # Once stopping, a set stop would not wait at all: a tight loop.
+                (time.sleep if self.stopping_since is not None else self.stop.wait)(delay)
+                attempt += 1
+                try:
+                    self.engine.reconnect(self.spec.deadline)
+                except DatabaseError:
+                    continue
+                self.engine.events.log("info", "database_reconnected", attempts=attempt)
+                self.leases.renew_all()  # at once: the outage may have cost some their job
+                return True
         finally:
             self.engine.unreachable_since = None  # ready again, unless renewals still fail
-
-    def _reconnect(self) -> bool:
-        attempt = 0
-        while True:
-            self.engine.observer.api_error("database")
-            now = time.monotonic()  # a lease unrenewed for half its length cancels its run
-            self._give_up(now)
-            delay = min(reconnect_delay(attempt, self.reconnect_jitter),
-                        max(self.leases.next_give_up() - now, 0.0))
-            if self.stop.is_set():
-                if self.stopping_since is None:
-                    self._begin_stop(time.monotonic())
-                assert self.stopping_since is not None
-                if time.monotonic() >= self.stopping_since + self.spec.stop_grace_secs:
-                    return False
-            self.stop.wait(delay)
-            attempt += 1
-            try:
-                self.engine.reconnect()
-            except DatabaseError:
-                continue
-            self.engine.events.log("info", "database_reconnected", attempts=attempt)
-            self.leases.renew_all()  # at once: the outage may have cost some their job
-            return True
 
     def _wait(self, now: float) -> None:
         # Wake for the stretch row's renewal and the leases' too, heartbeats or none.

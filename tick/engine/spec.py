@@ -80,9 +80,12 @@ class RunSpec:
     queues: list[str] | None = None
     stop_grace_secs: float = 30
     # The loop keeps claiming after the queue drained (on a wake or poll)
-    # instead of ending the run, reports each busy stretch as a tick, and
-    # rides out a database outage by reconnecting.
+    # instead of ending the run, and reports each busy stretch as a tick.
     continuous: bool = False
+    # The run rides out a lost connection by reconnecting (the loop; a tick
+    # of the CLI, the Lambda or the demo while its deadline leaves time to
+    # connect); not `tick()`'s, whose engine has the one connection given.
+    reconnect: bool = False
     poll_interval_s: float = 1.0
     on_report: Callable[[TickReport], None] | None = None
     # Who runs this tick, for its row in awc.ticks (SPEC §16); None: no row.

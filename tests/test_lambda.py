@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import ROOT, SCHEDULER_EVENT, Context, job_row
+from tests.support import ROOT, SCHEDULER_EVENT, Context, job_row, wait_for
 from tick.errors import SettingsError
 from tick.producer import enqueue, enqueue_many
 
@@ -100,6 +100,28 @@ def test_warm_invocations_share_one_connection_and_reconnect_when_dropped(
     report = lam.handler({}, Context(10))
     assert report["completed"] == 1
     assert lam.WARM.connects == 2 and lam.WARM.conn.info.backend_pid != pid
+
+
+def test_an_invocation_rides_out_its_connection_lost_mid_run(
+    lam: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """The warm connection ends while a job runs (a failover): the
+    invocation connects again and records the job's outcome, within its
+    deadline; before, it raised and the job waited for its lease."""
+    enqueue_many(conn, [{"kind": "ledger"}] * 3)
+    job = enqueue(conn, "patient", {"seconds": 2})
+    reports: list[dict[str, Any]] = []
+    runner = threading.Thread(target=lambda: reports.append(lam.handler({}, Context(40))))
+    runner.start()
+    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                  (job,)).fetchone(), timeout=20, what="the job to start")
+    pid = lam.WARM.conn.info.backend_pid
+    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    runner.join(60)
+    assert reports, "the invocation raised or never returned"
+    assert (reports[0]["claimed"], reports[0]["completed"]) == (4, 4)
+    assert job_row(conn, job)["state"] == "COMPLETED" and job_row(conn, job)["attempts"] == 1
+    assert lam.WARM.conn.info.backend_pid != pid
 
 
 def test_a_warm_invocation_with_nothing_to_do_costs_two_round_trips(

@@ -102,7 +102,7 @@ def test_a_tick_rides_out_a_lost_connection_and_records_every_outcome(
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
             "AND backend_type = 'client backend'").fetchone()
         assert ended is not None and ended[0] >= 1
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -288,3 +288,38 @@ def test_a_row_the_last_round_trip_foresaw_wrongly_is_corrected(
     (row,) = rows(conn)
     assert (report.completed, report.cancelled) == (1, 1)
     assert (row["completed"], row["cancelled"], row["finished_at"] is not None) == (1, 1, True)
+
+
+def test_psycopg_s_cleanup_lines_are_not_told_again() -> None:
+    """A refused statement or a lost connection inside a pipeline made
+    psycopg log "error ignored terminating <psycopg.Pipeline [INERROR]
+    (host=... user=... database=...)>: pipeline aborted" after the error awc
+    reports itself: a second, vaguer line naming where the database is."""
+    import logging
+
+    from tick.events import bridge_logging_to
+
+    class Sink:
+        def __init__(self) -> None:
+            self.lines: list[dict[str, Any]] = []
+
+        def jobs(self, events: Any) -> None:
+            pass
+
+        def log(self, level: str, event: str, **fields: Any) -> None:
+            self.lines.append({"event": event, **fields})
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    sink = Sink()
+    try:
+        bridge_logging_to(sink)
+        log = logging.getLogger("psycopg")
+        log.warning("error ignored terminating %r: %s", "<psycopg.Pipeline host=db>", "aborted")
+        log.warning("error ignored in rollback on %s: %s", "<conn host=db>", "closed")
+        log.warning("connection pool is full")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    assert [line["message"] for line in sink.lines] == ["connection pool is full"]

@@ -227,6 +227,11 @@ class _EventLog(logging.Handler):
 
         if record.name == self._own:  # the sink's own logger: written already
             return
+        # psycopg's "error ignored terminating <Pipeline (host=... user=...)>":
+        # a cleanup's failure after the error awc reports itself (a lost
+        # connection, a refused statement), told again with where it went.
+        if record.name.startswith("psycopg") and str(record.msg).startswith("error ignored"):
+            return
         try:
             level = "error" if record.levelno >= logging.ERROR else "warning"
             message = clip(scrub(record.getMessage()), 500)

@@ -79,7 +79,7 @@ class Warm:
     def current(self, settings: Settings) -> psycopg.Connection[Any]:
         """The warm connection as it is (this invocation's `connection`
         already chose it), or a new one: the engine's connection factory."""
-        if self.conn is not None and not self.conn.closed:
+        if self.conn is not None and not self.conn.closed and not self.conn.broken:
             return self.conn
         return self.connection(settings)
 

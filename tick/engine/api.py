@@ -99,7 +99,7 @@ class Engine:
             from tick.watchdog import DEADLINE_GRACE_SECS, watch
 
             watch(self._conn, answer_by=deadline + DEADLINE_GRACE_SECS)
-        if old is not None:
+        if old is not None and old is not self._conn:
             with contextlib.suppress(Exception):  # broken already
                 old.close()
 

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -60,21 +60,28 @@ def assert_one_line_about_silence(done: subprocess.CompletedProcess[str]) -> Non
     assert last.startswith("awc: ") and ("did not answer" in last or "Timeout" in last), last
 
 
+def tick_while(conn: psycopg.Connection[Any], env: dict[str, str], max_secs: int,
+               meanwhile: Callable[[], None]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`awc tick --max-secs MAX_SECS` on one `sleep` job, `meanwhile` done to
+    the proxy once the job runs: the tick's result and how long it took."""
+    job = enqueue(conn, "sleep", {"seconds": 1})
+    result: list[tuple[subprocess.CompletedProcess[str], float]] = []
+    runner = threading.Thread(
+        target=lambda: result.append(timed_tick(env, "--max-secs", str(max_secs))))
+    runner.start()
+    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
+                                  (job,)).fetchone(), timeout=20, what="the job to start")
+    meanwhile()
+    runner.join(60)
+    assert result, "awc tick never returned"
+    return result[0]
+
+
 def test_a_tick_keeps_its_deadline_when_the_database_falls_silent_mid_run(
     conn: psycopg.Connection[Any], awc_env: dict[str, str], proxy: SilentProxy
 ) -> None:
-    job = enqueue(conn, "sleep", {"seconds": 1})
-    env = through(proxy, awc_env)
-    result: list[tuple[subprocess.CompletedProcess[str], float]] = []
-    runner = threading.Thread(target=lambda: result.append(timed_tick(env, "--max-secs", "4")))
-    runner.start()
     # Silent once the job runs: the round trip recording its outcome gets no answer.
-    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
-                                  (job,)).fetchone(), timeout=20, what="the job to start")
-    proxy.fall_silent()
-    runner.join(60)
-    assert result, "awc tick never returned"
-    done, elapsed = result[0]
+    done, elapsed = tick_while(conn, through(proxy, awc_env), 4, proxy.fall_silent)
     assert_one_line_about_silence(done)
     # Its budget, the grace, and the short best-effort record of the failure.
     assert elapsed < 4 + 10, elapsed
@@ -86,25 +93,20 @@ def test_a_tick_with_time_to_reconnect_tries_and_still_keeps_its_deadline(
     """A tick whose connection is lost while its deadline leaves time for a
     connect (10 s) connects again; the server then accepts and says nothing,
     so the tick ends by its deadline, with one `awc:` line."""
-    job = enqueue(conn, "sleep", {"seconds": 1})
-    env = through(proxy, awc_env)
-    result: list[tuple[subprocess.CompletedProcess[str], float]] = []
-    runner = threading.Thread(target=lambda: result.append(timed_tick(env, "--max-secs", "20")))
-    runner.start()
-    wait_for(lambda: conn.execute("SELECT 1 FROM test_ledger WHERE job_id = %s",
-                                  (job,)).fetchone(), timeout=20, what="the job to start")
-    proxy.cut()  # the job's outcome meets a closed connection
-    before = proxy.accepted
-    proxy.answer()
-    proxy.fall_silent()  # and every connection after it, silence
-    runner.join(60)
-    assert result, "awc tick never returned"
-    done, elapsed = result[0]
+    before: list[int] = []
+
+    def lost_then_silent() -> None:
+        proxy.cut()  # the job's outcome meets a closed connection
+        before.append(proxy.accepted)
+        proxy.answer()
+        proxy.fall_silent()  # and every connection after it, silence
+
+    done, elapsed = tick_while(conn, through(proxy, awc_env), 20, lost_then_silent)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("awc: ")
     # One connection tried again at least, then the failure's own record.
-    assert proxy.accepted - before >= 2
+    assert proxy.accepted - before[0] >= 2
     assert elapsed < 20 + 10, elapsed
 
 

@@ -24,6 +24,7 @@ class SilentProxy:
         self._sockets: list[socket.socket] = []
         self._refusing = False
         self.accepted = 0  # connections forwarded, to count a client's reconnects
+        self._dropping = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
@@ -41,6 +42,11 @@ class SilentProxy:
         """Forward again, what was held first; accept connections again."""
         self._refusing = False
         self._flowing.set()
+
+    def drop_next_answer(self) -> None:
+        """The server's next answer on any connection is dropped and that
+        connection closed: what the server did, the client never hears."""
+        self._dropping.set()
 
     def cut(self) -> None:
         """Close every connection and every new one at once, until `answer()`
@@ -81,14 +87,18 @@ class SilentProxy:
                 continue
             self._sockets += [client, server]
             self.accepted += 1
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, answers in ((client, server, False), (server, client, True)):
+                threading.Thread(target=self._pump, args=(src, dst, answers),
+                                 daemon=True).start()
 
-    def _pump(self, src: Any, dst: Any) -> None:
+    def _pump(self, src: Any, dst: Any, answers: bool) -> None:
         while True:
             try:
                 data = src.recv(65536)
             except OSError:
+                data = b""
+            if answers and data and self._dropping.is_set():
+                self._dropping.clear()
                 data = b""
             if not data:
                 for sock in (src, dst):

@@ -196,8 +196,9 @@ def test_a_claim_lost_to_a_completion_names_the_job_completed(
         conn: psycopg.Connection[Any]) -> None:
     """A completed job is in a finished part: read in the hot table alone,
     a claim whose job another claim completed (or its own, its answer lost
-    with the connection) said MISSING. Which claim completed it the part
-    cannot say (its token is gone): the outcome stays `discarded`."""
+    with the connection) said MISSING. The finished row keeps the token of
+    the claim that completed it, so its own completion is told from
+    another's."""
     from tick.producer import enqueue
     from tick.queue import lost_claims
 
@@ -209,7 +210,9 @@ def test_a_claim_lost_to_a_completion_names_the_job_completed(
                             (job,)).fetchone() or (None,)
     conn.execute(sql("complete_jobs"), {"ids": f"{{{job}}}", "tokens": f"{{{token}}}",
                                         "results": "{null}"}).fetchall()
-    assert lost_claims(conn, [(job, token)]) == {job: "COMPLETED"}
+    assert lost_claims(conn, [(job, token)]) == {job: ("COMPLETED", True)}
+    stale = "00000000-0000-4000-8000-000000000000"  # an earlier claim's, rescued
+    assert lost_claims(conn, [(job, stale)]) == {job: ("COMPLETED", False)}
 
 
 def test_a_listener_the_server_ends_at_once_reconnects_ever_more_slowly(

@@ -22,6 +22,7 @@ from tests.support import (
     free_port,
     http_get,
     http_up,
+    registry_with,
     run_awc,
     signed_in,
     spawn,
@@ -361,3 +362,31 @@ def test_the_python_wait_keeps_its_deadline_and_its_connections_bounds(
             wait(silent, job, 1.0)
         assert time.monotonic() - began < 1 + 2 + 2
         assert silent.closed
+
+
+def test_an_outcome_recorded_before_its_answer_was_lost_is_counted_as_recorded(
+    db_url: str, conn: psycopg.Connection[Any], proxy: SilentProxy
+) -> None:
+    """The server commits a job's completion and the connection drops before
+    its answer arrives: the tick connects again and sends the outcome again,
+    which the fence refuses (the job is no longer RUNNING). That refusal is
+    its own completion, not another holder's: it counted `discarded`, with a
+    warning, for a job it completed."""
+    from tick.engine.api import Engine
+    from tick.engine.spec import RunSpec
+
+    def cutter(ctx: Any, payload: Any) -> dict[str, int]:
+        proxy.drop_next_answer()  # the answer to the exchange recording this
+        return {"done": 1}
+
+    job = enqueue(conn, "cutter")
+    url = proxy.url_for(db_url)
+    engine = Engine(lambda: connect(url), registry=registry_with(cutter=cutter))
+    try:
+        report = engine.run(RunSpec(max_jobs=1, deadline=time.monotonic() + 30,
+                                    concurrency=1, reconnect=True))
+    finally:
+        engine.close()
+    assert (report.completed, report.discarded) == (1, 0)
+    assert conn.execute("SELECT state, result, attempts FROM awc.jobs WHERE id = %s",
+                        (job,)).fetchone() == ("COMPLETED", {"done": 1}, 1)

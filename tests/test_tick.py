@@ -54,7 +54,7 @@ def test_tick_completes_jobs_and_stores_results(conn: psycopg.Connection[Any]) -
     assert job_row(conn, a)["result"] == {"twice": 42}
     job = job_row(conn, b)
     assert job["state"] == "COMPLETED" and job["result"] is None
-    assert job["finished_at"] is not None and job["claim_token"] is None
+    assert job["finished_at"] is not None and job["locked_until"] is None
     assert set(report.as_dict()) == {
         "claimed", "completed", "retried", "failed", "cancelled", "released", "discarded",
         "continued", "rescued", "pruned", "fired", "stop_reason", "duration_s"}  # SPEC §6, §17

@@ -333,13 +333,14 @@ def record_each(
 
 def lost_claims(
     conn: psycopg.Connection[Any], claims: Sequence[tuple[int, str]]
-) -> dict[int, str]:
+) -> dict[int, tuple[str, bool]]:
     """Of these (id, token) claims, those that no longer hold their job, with
-    the job's state now (`CANCELLED` when an operator cancelled it). A
-    completed job is read in its finished part: `COMPLETED`, not `MISSING`
-    (which claim completed it, the part does not say: its token is gone)."""
+    the job's state now (`CANCELLED` when an operator cancelled it; a
+    completed job is read in its finished part) and whether the outcome the
+    job holds is this claim's own (its answer lost with the connection, the
+    outcome sent again and refused by the fence)."""
     if not claims:
         return {}
     ids, tokens = _unzip(claims, 2)
     rows = conn.execute(sql("lost_claims"), {"ids": ids, "tokens": tokens}).fetchall()
-    return {int(job_id): str(state) for job_id, state in rows}
+    return {int(job_id): (str(state), bool(own)) for job_id, state, own in rows}

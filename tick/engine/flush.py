@@ -167,15 +167,21 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0][:200] if text else "no detail"
 
 
+def _own(lost: tuple[str, bool] | None, record: Record) -> tuple[Record, str] | None:
+    """A refused outcome that is this claim's own, as if recorded now."""
+    return (record, lost[0]) if lost is not None and lost[1] else None
+
+
 def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]],
            recorded: dict[int, tuple[Record, str]], report: TickReport, events: EventSink,
            observer: Observer) -> None:
     """Count each written outcome under its label and emit its event. An
-    outcome the fence refused is looked up: `cancelled` if an operator
-    cancelled the job, else `discarded`."""
+    outcome the fence refused is looked up: this claim's own, recorded by an
+    exchange whose answer was lost (counted as recorded); `cancelled` if an
+    operator cancelled the job; else `discarded`."""
     if not written:
         return
-    lost: dict[int, str] = {}
+    lost: dict[int, tuple[str, bool]] = {}
     missing = [(job_id, run.row.token) for job_id, (run, _) in written.items()
                if job_id not in recorded]
     if missing:
@@ -183,10 +189,10 @@ def settle(conn: psycopg.Connection[Any], written: dict[int, tuple[Run, Record]]
     now = time.perf_counter()
     out = []
     for job_id, (run, record) in written.items():
-        hit = recorded.get(job_id)
+        hit = recorded.get(job_id) or _own(lost.get(job_id), record)
         if hit is None:
-            state = lost.get(job_id, "RUNNING")
-            label = lost_label(lost.get(job_id))
+            state = lost[job_id][0] if job_id in lost else "RUNNING"
+            label = lost_label(state if job_id in lost else None)
         else:
             state = hit[1]
             label = label_of(record, state)

@@ -14,6 +14,9 @@
 -- current part the statement deletes nothing. Each part's insert tests its
 -- slot once, before it reads a row: the seven parts that are not current
 -- read nothing (joined to `part`, each walked every completed row).
+-- The claim's token stays on the row: an outcome sent again after its answer
+-- was lost with the connection is refused by the fence, and lost_claims.sql
+-- reads by the token that the outcome recorded was this holder's own.
 WITH part AS MATERIALIZED (
     SELECT slot FROM awc.done_parts WHERE current
 ), done AS (
@@ -25,7 +28,7 @@ WITH part AS MATERIALIZED (
     RETURNING j.*
 ), moved AS MATERIALIZED (
     SELECT ROW(d.id, d.kind, d.payload, 'COMPLETED', d.queue, d.priority, d.attempts,
-               d.max_attempts, d.run_at, NULL, NULL, NULL,
+               d.max_attempts, d.run_at, NULL, NULL, d.claim_token,
                (%(results)s::jsonb[])[array_position(%(ids)s::bigint[], d.id)],
                d.last_error, d.dedupe_key, d.created_at, now(), d.started_at, now(),
                d.checkpoint, d.progress, d.continues, d.errors, d.ready_xid,

@@ -4,6 +4,9 @@
 -- cut at its deadline continues from the checkpoint it saved).
 -- Rows by primary key, each finding its values by its position in the arrays
 -- (no join to the batch: tests/test_plans.py).
+-- The claim's token stays on the row: an outcome sent again after its answer
+-- was lost with the connection is refused by the fence, and lost_claims.sql
+-- reads by the token that the outcome recorded was this holder's own.
 UPDATE ONLY awc.jobs AS j
 SET state = 'PENDING',
     attempts = greatest(j.attempts, 1) - 1,
@@ -14,7 +17,6 @@ SET state = 'PENDING',
         secs => (%(delays)s::float8[])[array_position(%(ids)s::bigint[], j.id)]),
     locked_by = NULL,
     locked_until = NULL,
-    claim_token = NULL,
     updated_at = now()
 WHERE j.id = ANY (%(ids)s::bigint[])
   AND j.claim_token = (%(tokens)s::uuid[])[array_position(%(ids)s::bigint[], j.id)]

@@ -6,6 +6,9 @@
 -- token, error and delay by its position in the arrays: with no join to the
 -- batch, no plan can walk the RUNNING rows once per batch entry
 -- (tests/test_plans.py).
+-- The claim's token stays on the row: an outcome sent again after its answer
+-- was lost with the connection is refused by the fence, and lost_claims.sql
+-- reads by the token that the outcome recorded was this holder's own.
 UPDATE ONLY awc.jobs AS j
 SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
     run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
@@ -24,7 +27,6 @@ SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' 
         '$[last - 19 to last]'),
     locked_by = NULL,
     locked_until = NULL,
-    claim_token = NULL,
     updated_at = now()
 WHERE j.id = ANY (%(ids)s::bigint[])
   AND j.claim_token = (%(tokens)s::uuid[])[array_position(%(ids)s::bigint[], j.id)]

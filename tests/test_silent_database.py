@@ -390,3 +390,33 @@ def test_an_outcome_recorded_before_its_answer_was_lost_is_counted_as_recorded(
     assert (report.completed, report.discarded) == (1, 0)
     assert conn.execute("SELECT state, result, attempts FROM awc.jobs WHERE id = %s",
                         (job,)).fetchone() == ("COMPLETED", {"done": 1}, 1)
+
+
+def test_jobs_a_claim_took_before_its_answer_was_lost_are_released_not_left_to_leases(
+    db_url: str, conn: psycopg.Connection[Any], proxy: SilentProxy
+) -> None:
+    """The exchange recording a job's outcome also claims the next job; the
+    server commits both and the answer is lost. The tick never heard of the
+    job it claimed: it sat RUNNING under a token no one held until its
+    lease ran out, an attempt spent (with one attempt, FAILED, never run).
+    The claim's tokens are known by its nonce: the next exchange releases
+    the job, and the tick claims and runs it."""
+    from tick.engine.api import Engine
+    from tick.engine.spec import RunSpec
+
+    def cutter(ctx: Any, payload: Any) -> None:
+        proxy.drop_next_answer()  # the exchange recording this and claiming the next
+
+    first = enqueue(conn, "cutter")
+    second = enqueue(conn, "quiet", max_attempts=1)
+    url = proxy.url_for(db_url)
+    engine = Engine(lambda: connect(url),
+                    registry=registry_with(cutter=cutter, quiet=lambda ctx, p: {"ran": True}))
+    try:
+        report = engine.run(RunSpec(max_jobs=10, deadline=time.monotonic() + 30,
+                                    concurrency=1, reconnect=True, lease_secs=300))
+    finally:
+        engine.close()
+    assert (report.completed, report.discarded, report.failed) == (2, 0, 0)
+    rows = conn.execute("SELECT id, state, attempts, result FROM awc.jobs ORDER BY id").fetchall()
+    assert rows == [(first, "COMPLETED", 1, None), (second, "COMPLETED", 1, {"ran": True})]

@@ -9,6 +9,7 @@ travels with the next claim in one pipelined round trip. The producer side
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
 # A claim with no cursor walks the ready index from its start (SPEC §24):
 # -priority is a smallint negated, so every key is after -2^31.
 NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
-                             "xmax": None, "xip": [], "key_after": None}
+                             "xmax": None, "xip": [], "key_after": None,
+                             # no nonce: each token random (a claim by hand)
+                             "nonce": None}
 
 
 class ClaimedRow(NamedTuple):
@@ -69,18 +72,23 @@ class Writes:
     # the same statement as the heartbeats'; never kept past a failed round
     # trip (the engine picks them again).
     renewals: list[tuple[int, str, float]] = field(default_factory=list)
+    # The tokens a claim whose answer was lost with the connection may have
+    # given its jobs (`lost_tokens`): those jobs are released, their attempt
+    # refunded, instead of waiting out leases no one holds.
+    lost: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.complete or self.retry or self.fail or self.release
                     or self.lease_extensions or self.continuations or self.checkpoint
-                    or self.renewals)
+                    or self.renewals or self.lost)
 
     def __add__(self, later: Writes) -> Writes:
         return Writes(self.complete + later.complete, self.retry + later.retry,
                       self.fail + later.fail, self.release + later.release,
                       self.lease_extensions + later.lease_extensions,
                       self.continuations + later.continuations,
-                      self.checkpoint + later.checkpoint, self.renewals + later.renewals)
+                      self.checkpoint + later.checkpoint, self.renewals + later.renewals,
+                      self.lost + later.lost)
 
     def singles(self) -> list[Writes]:
         """Each write as a flush of its own."""
@@ -90,7 +98,8 @@ class Writes:
                 + [Writes(release=[w]) for w in self.release]
                 + [Writes(lease_extensions=[w]) for w in self.lease_extensions + self.renewals]
                 + [Writes(continuations=[w]) for w in self.continuations]
-                + [Writes(checkpoint=[w]) for w in self.checkpoint])
+                + [Writes(checkpoint=[w]) for w in self.checkpoint]
+                + ([Writes(lost=self.lost)] if self.lost else []))
 
     def first(self) -> tuple[Any, ...]:
         """The first write (of a single)."""
@@ -117,6 +126,21 @@ class ClaimRequest:
     # §23): send the fair claim, without the plain walk after it; else its
     # gate, then the walk (decision 0034).
     fair: bool = False
+    # The claim's tokens are this random uuid with the job's slot number in
+    # its last four hex digits, so that a claim whose answer is lost can
+    # still be told by its tokens (`lost_tokens`).
+    nonce: str = field(default_factory=lambda: _uuid_text(os.urandom(16).hex()))
+
+
+def _uuid_text(digits: str) -> str:
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:32]}"
+
+
+def lost_tokens(claim: ClaimRequest) -> list[str]:
+    """Every token `claim` may have given a job: its nonce with each slot
+    number (1 to the slots it asked for) in the last four hex digits, as the
+    claim statements write them."""
+    return [claim.nonce[:32] + f"{n:04x}" for n in range(1, len(claim.slots) + 1)]
 
 
 class FairAnswer(NamedTuple):
@@ -217,6 +241,8 @@ def round_trip(
             ids, tokens, secs = _unzip(writes.lease_extensions + writes.renewals, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
+        if writes.lost:
+            conn.execute(sql("release_lost_claims"), {"tokens": array_literal(writes.lost)})
         if writes.checkpoint:
             ids, tokens, states, progress, secs = _unzip(writes.checkpoint, 5)
             checkpoint_cur = conn.execute(
@@ -235,6 +261,7 @@ def round_trip(
                 "leases": claim.leases_json,
                 "kinds": claim.kinds,
                 "queues": claim.queues,
+                "nonce": claim.nonce,
             }
             # Global limits (SPEC §18, decision 0012): lock, then claim the
             # limited jobs with a newer snapshot, then the rest: fairly across
@@ -318,6 +345,8 @@ def record_each(
         except Exception as error:
             if connection_lost(conn):
                 raise
+            if single.lost:  # left to their leases, as before a claim's tokens were known
+                continue
             first = single.first()
             if single.lease_extensions or single.checkpoint:
                 text = str(error).strip()

@@ -277,7 +277,7 @@ class Coordinator:
                           closing[0] if closing is not None else opening)
         except Exception as error:
             batch.writes.renewals = []  # picked again, with fresh lengths, next time
-            self.flush.put_back(batch)
+            self.flush.put_back(batch, claim)
             self.leases.failed(time.monotonic(), asked)
             raise as_database_error(error, "recording outcomes and claiming", conn) from None
         if closing is not None and result.tail_done:

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 from tick.engine.outcomes import REFUSED_ERROR, error_text, label_of, lost_label
 from tick.engine.slots import Heartbeat, Run
 from tick.events import EventSink, JobEvent
-from tick.queue import ClaimRequest, RoundTrip, Writes, lost_claims, record_each, round_trip
+from tick.queue import (
+    ClaimRequest,
+    RoundTrip,
+    Writes,
+    lost_claims,
+    lost_tokens,
+    record_each,
+    round_trip,
+)
 from tick.report import TickReport
 from tick.words import Record
 
@@ -78,12 +86,16 @@ class Flush:
         self.writes, self.written, self.heartbeats = Writes(), {}, []
         return batch
 
-    def put_back(self, batch: Flush) -> None:
+    def put_back(self, batch: Flush, claim: ClaimRequest | None = None) -> None:
         """A round trip failed: keep `batch` for the next one, ahead of what
-        arrived meanwhile (the loop reconnects; a tick leaves them to the leases)."""
+        arrived meanwhile (a run reconnects, docs/decisions/0035), with the
+        tokens its `claim` may have given jobs: if it committed, the next
+        round trip releases them (`Writes.lost`)."""
         self.writes = batch.writes + self.writes
         self.written = {**batch.written, **self.written}
         self.heartbeats = batch.heartbeats + self.heartbeats
+        if claim is not None:
+            self.writes.lost += lost_tokens(claim)
 
     def release_heartbeats(self) -> None:
         """Answer every waiting heartbeat with "lost" (the run is over)."""

@@ -315,3 +315,19 @@ def test_a_closed_connection_is_not_blamed_on_the_server() -> None:
     shown = str(database_error(error, None, "recording outcomes and claiming"))
     assert shown == ("recording outcomes and claiming: OperationalError: consuming input "
                      "failed: server closed the connection unexpectedly")
+
+
+def test_the_lines_of_a_database_error_stay_apart_in_its_awc_line() -> None:
+    """psycopg's message after a pipeline broke holds two findings on two
+    lines; run together they read "while busy server closed"."""
+    from tick.db import database_error
+
+    error = psycopg.OperationalError(
+        "consuming input failed: cannot exit pipeline mode while busy\n"
+        "server closed the connection unexpectedly\n"
+        "\tThis probably means the server terminated abnormally\n"
+        "\tbefore or while processing the request.")
+    shown = str(database_error(error, None, "recording outcomes and claiming"))
+    assert shown == ("recording outcomes and claiming: OperationalError: consuming input "
+                     "failed: cannot exit pipeline mode while busy; server closed the "
+                     "connection unexpectedly")

@@ -8,6 +8,7 @@ server-side prepared statements off when `AWC_DB_PREPARE=false`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -50,17 +51,22 @@ def describe_target(dsn: str) -> str:
     return f"{host}:{port}/{name}"
 
 
-_LIBPQ_GUESS = ("This probably means the server terminated abnormally before or while "
-                "processing the request.")
+_LIBPQ_GUESS = re.compile(r"\s*" + r"\s+".join(
+    "This probably means the server terminated abnormally before or while processing the "
+    "request.".replace(".", r"\.").split()))
 
 
 def scrub(message: str, dsn: str | None = None) -> str:
     """A database error message made safe to print: no password, one line,
     nothing that cannot be written as UTF-8."""
-    text = redacted(" ".join(printable(message).split()))
     # libpq's guess after a closed connection blames the server, which is
     # as often a backend an administrator ended, a proxy or a failover.
-    text = text.replace(_LIBPQ_GUESS, "").rstrip()
+    # Its lines are separate messages ("cannot exit pipeline mode while
+    # busy", then "server closed the connection unexpectedly"): joined by a
+    # semicolon, not run together.
+    unguessed = _LIBPQ_GUESS.sub("", printable(message))
+    lines = (" ".join(line.split()) for line in unguessed.splitlines())
+    text = redacted("; ".join(line for line in lines if line))
     if dsn:
         password = _password_of(dsn)
         if password and len(password) >= 3:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,25 +61,37 @@ def test_a_tick_that_fails_records_its_awc_line(
     assert row["error"].startswith("awc: ") and "RaiseException" in row["error"]
 
 
+def tick_after_quick_jobs(conn: psycopg.Connection[Any], env: dict[str, str], concurrency: int,
+                          seconds: int, meanwhile: Callable[[], None]) -> tuple[int, str]:
+    """`awc tick` over five no-op jobs and a patient one of `seconds`;
+    `meanwhile` done once the five are recorded: its exit code and stderr."""
+    enqueue_many(conn, [{"kind": "noop"}] * 5
+                 + [{"kind": "patient", "payload": {"seconds": seconds}}])
+    proc = spawn(env, "tick", "--max-secs", "30", "--concurrency", str(concurrency))
+    try:
+        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
+                                      ).fetchone() == (5,), what="the quick jobs' outcomes")
+        meanwhile()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
 def test_a_tick_that_fails_records_the_counts_it_had(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:
     """A tick that fails mid-run after claiming and completing jobs (here
     the server refuses its last claim): its row said claimed 0, completed
     0, though it had claimed and completed jobs."""
-    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 2}}])
-    proc = spawn(awc_env, "tick", "--max-secs", "20", "--concurrency", "1")
-    try:
-        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
-                                      ).fetchone() == (5,), what="the quick jobs' outcomes")
+    def refuse_the_next_claim() -> None:
         refuse_claims(conn)
         enqueue(conn, "noop")  # claimed with the patient job's outcome, and refused
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 1, err
+
+    code, err = tick_after_quick_jobs(conn, awc_env, 1, 2, refuse_the_next_claim)
+    assert code == 1, err
     (row,) = wait_for(lambda: [r for r in rows(conn) if r["finished_at"] is not None],
                       what="the failed tick's row")
     assert row["error"] is not None and row["error"].startswith("awc: ")
@@ -92,22 +105,15 @@ def test_a_tick_rides_out_a_lost_connection_and_records_every_outcome(
     a pooler's restart): the tick connects again within its deadline and
     records the job's outcome; before, it exited 1 and the job waited for its
     lease to be rescued, an attempt spent."""
-    enqueue_many(conn, [{"kind": "noop"}] * 5 + [{"kind": "patient", "payload": {"seconds": 3}}])
-    proc = spawn(awc_env, "tick", "--max-secs", "30", "--concurrency", "8")
-    try:
-        wait_for(lambda: conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'COMPLETED'"
-                                      ).fetchone() == (5,), what="the quick jobs' outcomes")
+    def end_its_backend() -> None:
         ended = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
             "AND backend_type = 'client backend'").fetchone()
         assert ended is not None and ended[0] >= 1
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
+
+    code, err = tick_after_quick_jobs(conn, awc_env, 8, 3, end_its_backend)
+    assert code == 0, err
     assert "database_reconnected" in err and "Traceback" not in err
     states = conn.execute("SELECT state, attempts, count(*) FROM awc.jobs "
                           "GROUP BY state, attempts").fetchall()

@@ -47,7 +47,7 @@ from bench.drain import drain_fresh, drain_prepared
 from bench.horizon import cluster
 from tick.db import connect
 from tick.producer import enqueue, enqueue_many
-from tick.queue import NO_CURSOR
+from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 
 BEFORE_DB = "awc_bench_before_dependencies"
@@ -89,7 +89,8 @@ def claim_cost(url: str, children: int, runs: int, waiting: bool) -> tuple[float
                              * min(10_000, children - start))
         enqueue_noops(conn, 1000)
         conn.execute("VACUUM ANALYZE awc.jobs")
-        params = {**NO_CURSOR, "queue": None, "slots": [f"s{n}" for n in range(64)],
+        params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None,
+                  "slots": [f"s{n}" for n in range(64)],
                   "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": None, "queues": None}
         buffers, times = [], []
         for _ in range(runs):

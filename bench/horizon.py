@@ -55,7 +55,7 @@ from bench.drain import drain_prepared
 from tick.db import connect
 from tick.engine.cursor import Cursor
 from tick.maintenance import SEED_MOST_JOBS
-from tick.queue import NO_CURSOR
+from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 
 # The claim's round trip (tick/queue.py): limits step 1 and 2, then the claim.
@@ -184,7 +184,8 @@ def explain_claim(url: str, concurrency: int) -> dict[str, Any]:
     run left on its history row (`seeded_`: SPEC §24, decision 0027)."""
     params: dict[str, Any] = {
         "slots": [f"explain-{n}" for n in range(concurrency)], "lease": 300.0, "cap": 300.0,
-        "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR}
+        "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR,
+        "nonce": new_nonce()}
     with psycopg.connect(url) as conn:
         conn.execute(sql("pin_plans"))
         first = _explained(conn, params)

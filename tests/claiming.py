@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from tick.engine.cursor import Cursor
-from tick.queue import ClaimRequest, Writes, round_trip
+from tick.queue import ClaimRequest, Writes, new_nonce, round_trip
 from tick.statements import sql
 
 
@@ -60,6 +60,6 @@ def read(top: dict[str, Any]) -> int:
 def buffers(conn: psycopg.Connection[Any], cursor: Cursor, n: int) -> int:
     """Shared buffers a claim of `n` from `cursor` touches, measured, rolled back."""
     params = {"slots": [f"s{i}" for i in range(n)], "lease": 60.0, "cap": 60.0,
-              "leases": "{}", "kinds": None, "queues": None, "queue": None, "nonce": None,
+              "leases": "{}", "kinds": None, "queues": None, "queue": None, "nonce": new_nonce(),
               **cursor.params(time.monotonic())}
     return read(explained(conn, "claim_jobs", params))

@@ -20,7 +20,7 @@ import pytest
 
 from tests.claiming import buffers, claim, enqueue, pending
 from tick.engine.cursor import Cursor
-from tick.queue import NO_CURSOR
+from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 
 
@@ -83,7 +83,8 @@ def test_a_job_another_claimer_locked_and_released_is_not_passed_by(
 ) -> None:
     ids = enqueue(conn, 30)
     with psycopg.connect(db_url) as other:  # another claimer, mid-claim: its locks held
-        params = {**NO_CURSOR, "slots": [f"o{i}" for i in range(5)], "lease": 60.0,
+        params = {**NO_CURSOR, "nonce": new_nonce(), "slots": [f"o{i}" for i in range(5)],
+                  "lease": 60.0,
                   "cap": 60.0, "leases": "{}", "kinds": None, "queues": None, "queue": None}
         took = [r[0] for r in other.execute(sql("claim_jobs"), params) if r[0] is not None]
         assert took == ids[:5]

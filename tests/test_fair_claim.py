@@ -265,9 +265,10 @@ def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None) -
     """Which of the fair claim's ranking steps ran (their rows) in one claim
     of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
     generic plan, rolled back."""
-    from tick.queue import NO_CURSOR, array_literal
+    from tick.queue import NO_CURSOR, array_literal, new_nonce
 
-    params = {**NO_CURSOR, "queue": None, "slots": array_literal([f"s{i}" for i in range(slots)]),
+    params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None,
+              "slots": array_literal([f"s{i}" for i in range(slots)]),
               "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     with conn.transaction(force_rollback=True):
         conn.execute(sql("pin_plans"))
@@ -309,9 +310,10 @@ def claim_reads(conn: psycopg.Connection[Any], slots: int, key_after: str,
     """The buffers one fair claim of `slots` slots reads from the key cursor
     `key_after`, and how many jobs it claims: EXPLAIN ANALYZE of its generic
     plan, rolled back."""
-    from tick.queue import NO_CURSOR, array_literal
+    from tick.queue import NO_CURSOR, array_literal, new_nonce
 
-    params = {**NO_CURSOR, "key_after": json.dumps({"*": key_after}), "queue": None,
+    params = {**NO_CURSOR, "nonce": new_nonce(), "key_after": json.dumps({"*": key_after}),
+              "queue": None,
               "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
               "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     top = explained(conn, "claim_keyed_jobs", params)

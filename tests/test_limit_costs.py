@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.support import migrated_database, nodes, seq_scanned
-from tick.queue import NO_CURSOR
+from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 from tick.ui.reads import CAP
 
@@ -80,7 +80,7 @@ def claim_plans(url: str, hold: str, lane: str) -> tuple[list[Any], list[str]]:
     under `hold`, and the kinds the same claim takes, in one transaction
     each, rolled back."""
     params = {"slots": [f"w-{n}" for n in range(SLOTS)], "lease": 300.0, "cap": 300.0,
-              "leases": "{}", **NO_CURSOR, **LANES[lane]}
+              "leases": "{}", "nonce": new_nonce(), **NO_CURSOR, **LANES[lane]}
     name = "claim_jobs_in_queue" if params["queue"] else "claim_jobs"
     other = None
     if hold == "kind-held-by-another-claimer":  # committed, and locked by another claimer
@@ -238,7 +238,7 @@ def test_a_limit_on_a_kind_or_queue_with_no_job_costs_the_claim_a_probe(
     limit, by its second column (a drain at 0.82 of none on PostgreSQL 15;
     610 buffers against 10 here, with DATABASE_URL naming a PostgreSQL 15)."""
     params = {"slots": [f"w-{n}" for n in range(SLOTS)], "lease": 300.0, "cap": 300.0,
-              "leases": "{}", **NO_CURSOR, **LANES["all"]}
+              "leases": "{}", "nonce": new_nonce(), **NO_CURSOR, **LANES["all"]}
     with migrated_database(server_url, template_db) as url, \
             psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO awc.jobs (kind) SELECT 'noop' FROM generate_series(1, 20000)")

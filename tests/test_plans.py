@@ -13,11 +13,12 @@ import pytest
 
 from tests.support import migrated_database, scans, seq_scanned, sorted_walk
 from tick.maintenance import PRUNE_BATCH, RESCUE_LIMIT
-from tick.queue import NO_CURSOR
+from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 
 CLAIM = {"slots": [f"w-{n}" for n in range(256)], "lease": 300.0, "cap": 300.0,
-         "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR}
+         "leases": "{}", "kinds": None, "queues": None, "queue": None, **NO_CURSOR,
+         "nonce": new_nonce()}
 
 
 @pytest.fixture(scope="module")

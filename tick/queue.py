@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 # A claim with no cursor walks the ready index from its start (SPEC §24):
 # -priority is a smallint negated, so every key is after -2^31.
 NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
-                             "xmax": None, "xip": [], "key_after": None,
-                             # no nonce: each token random (a claim by hand)
-                             "nonce": None}
+                             "xmax": None, "xip": [], "key_after": None}
 
 
 class ClaimedRow(NamedTuple):
@@ -73,8 +71,9 @@ class Writes:
     # trip (the engine picks them again).
     renewals: list[tuple[int, str, float]] = field(default_factory=list)
     # The tokens a claim whose answer was lost with the connection may have
-    # given its jobs (`lost_tokens`): those jobs are released, their attempt
-    # refunded, instead of waiting out leases no one holds.
+    # given its jobs (`lost_tokens`): the jobs holding one are found
+    # (`held_claims`) and released, their attempt refunded, instead of
+    # waiting out leases no one holds.
     lost: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -98,8 +97,7 @@ class Writes:
                 + [Writes(release=[w]) for w in self.release]
                 + [Writes(lease_extensions=[w]) for w in self.lease_extensions + self.renewals]
                 + [Writes(continuations=[w]) for w in self.continuations]
-                + [Writes(checkpoint=[w]) for w in self.checkpoint]
-                + ([Writes(lost=self.lost)] if self.lost else []))
+                + [Writes(checkpoint=[w]) for w in self.checkpoint])
 
     def first(self) -> tuple[Any, ...]:
         """The first write (of a single)."""
@@ -129,10 +127,12 @@ class ClaimRequest:
     # The claim's tokens are this random uuid with the job's slot number in
     # its last four hex digits, so that a claim whose answer is lost can
     # still be told by its tokens (`lost_tokens`).
-    nonce: str = field(default_factory=lambda: _uuid_text(os.urandom(16).hex()))
+    nonce: str = field(default_factory=lambda: new_nonce())
 
 
-def _uuid_text(digits: str) -> str:
+def new_nonce() -> str:
+    """A claim's nonce: a random uuid, as text."""
+    digits = os.urandom(16).hex()
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:32]}"
 
 
@@ -241,8 +241,6 @@ def round_trip(
             ids, tokens, secs = _unzip(writes.lease_extensions + writes.renewals, 3)
             extend_cur = conn.execute(
                 sql("extend_leases"), {"ids": ids, "tokens": tokens, "secs": secs})
-        if writes.lost:
-            conn.execute(sql("release_lost_claims"), {"tokens": array_literal(writes.lost)})
         if writes.checkpoint:
             ids, tokens, states, progress, secs = _unzip(writes.checkpoint, 5)
             checkpoint_cur = conn.execute(
@@ -345,8 +343,6 @@ def record_each(
         except Exception as error:
             if connection_lost(conn):
                 raise
-            if single.lost:  # left to their leases, as before a claim's tokens were known
-                continue
             first = single.first()
             if single.lease_extensions or single.checkpoint:
                 text = str(error).strip()
@@ -358,6 +354,16 @@ def record_each(
         done.recorded.update(one.recorded)
         done.extended.update(one.extended)
     return done, refused
+
+
+def held_claims(conn: psycopg.Connection[Any], tokens: list[str]) -> list[tuple[int, str]]:
+    """The running jobs holding any of `tokens` (`lost_tokens`), as (id, token)."""
+    from tick.db import one_exchange
+
+    with one_exchange(conn):  # the plan pinned: the lease index, never a scan
+        conn.execute(sql("pin_plans"))
+        cur = conn.execute(sql("held_claims"), {"tokens": array_literal(tokens)})
+    return [(int(job_id), str(token)) for job_id, token in cur.fetchall()]
 
 
 def lost_claims(

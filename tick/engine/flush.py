@@ -21,6 +21,7 @@ from tick.queue import (
     ClaimRequest,
     RoundTrip,
     Writes,
+    held_claims,
     lost_claims,
     lost_tokens,
     record_each,
@@ -90,7 +91,7 @@ class Flush:
         """A round trip failed: keep `batch` for the next one, ahead of what
         arrived meanwhile (a run reconnects, docs/decisions/0035), with the
         tokens its `claim` may have given jobs: if it committed, the next
-        round trip releases them (`Writes.lost`)."""
+        round trip releases them (`Writes.lost`, `send`)."""
         self.writes = batch.writes + self.writes
         self.written = {**batch.written, **self.written}
         self.heartbeats = batch.heartbeats + self.heartbeats
@@ -112,6 +113,9 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     raises."""
     from tick.db import connection_lost
 
+    if batch.writes.lost:  # a lost claim's jobs, released as any release is
+        batch.writes.release += held_claims(conn, batch.writes.lost)
+        batch.writes.lost = []
     try:
         return round_trip(conn, batch.writes, claim, tail)
     except Exception as error:

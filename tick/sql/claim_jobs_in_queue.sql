@@ -113,9 +113,9 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
         -- The claim's nonce with the slot's number (tick.queue.lost_tokens):
         -- a claim whose answer is lost is still known by its tokens.
-        claim_token = CASE WHEN %(nonce)s::text IS NULL THEN gen_random_uuid()
-            ELSE overlay(%(nonce)s::text
-                         PLACING lpad(to_hex(ready.n + (SELECT claimed FROM plan)), 4, '0') FROM 33 FOR 4)::uuid END,
+        claim_token = overlay(%(nonce)s::text
+                              PLACING lpad(to_hex(ready.n + (SELECT claimed FROM plan)), 4, '0')
+                              FROM 33 FOR 4)::uuid,
         -- the claim's own start, not its transaction's: the outcomes sent
         -- before it in the exchange (a fan-out's release) took their time,
         -- and a child made ready by a parent completed meanwhile showed a

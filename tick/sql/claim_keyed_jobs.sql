@@ -352,9 +352,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
             coalesce((%(leases)s::jsonb ->> j.kind)::float8, %(lease)s::float8), %(cap)s::float8)),
         -- The claim's nonce with the slot's number (tick.queue.lost_tokens):
         -- a claim whose answer is lost is still known by its tokens.
-        claim_token = CASE WHEN %(nonce)s::text IS NULL THEN gen_random_uuid()
-            ELSE overlay(%(nonce)s::text
-                         PLACING lpad(to_hex(a.n), 4, '0') FROM 33 FOR 4)::uuid END,
+        claim_token = overlay(%(nonce)s::text
+                              PLACING lpad(to_hex(a.n), 4, '0') FROM 33 FOR 4)::uuid,
         started_at = (SELECT at FROM stamp),  -- the instant a per-key rate logs
         updated_at = now()
     FROM allowed AS a

@@ -796,6 +796,9 @@ CREATE TABLE awc.ticks (
     cursor          awc.claim_seed,
     -- SPEC §23: the fair claim's key cursor, where the next process's rotation starts.
     key_after       text,
+    -- SPEC §16: the key a tick sends with its row's opening, so an opening
+    -- sent again after a lost connection finds the row (migration 0033).
+    row_key         uuid,
     CONSTRAINT ticks_driver_check CHECK (driver IN ('tick', 'loop', 'lambda', 'maintenance')),
     CONSTRAINT ticks_stop_reason_check
         CHECK (stop_reason IS NULL OR stop_reason IN ('drained', 'max_jobs', 'deadline', 'stopped'))
@@ -807,6 +810,7 @@ CREATE INDEX ticks_driver_idx ON awc.ticks (driver, started_at);
 CREATE INDEX ticks_cursor_idx ON awc.ticks (id) WHERE (cursor).xmax IS NOT NULL;
 -- The newest key cursor likewise (migration 0028).
 CREATE INDEX ticks_key_after_idx ON awc.ticks (id) WHERE key_after IS NOT NULL;
+CREATE UNIQUE INDEX ticks_row_key_idx ON awc.ticks (row_key) WHERE row_key IS NOT NULL;
 -- The cursor as finish_tick and record_tick store it: null without one.
 CREATE FUNCTION awc.seed_of(after_p integer, after_run_at timestamptz, after_id bigint,
                            xmax xid8, xip xid8[], rewind_p integer,

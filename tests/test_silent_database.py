@@ -420,3 +420,37 @@ def test_jobs_a_claim_took_before_its_answer_was_lost_are_released_not_left_to_l
     assert (report.completed, report.discarded, report.failed) == (2, 0, 0)
     rows = conn.execute("SELECT id, state, attempts, result FROM awc.jobs ORDER BY id").fetchall()
     assert rows == [(first, "COMPLETED", 1, None), (second, "COMPLETED", 1, {"ran": True})]
+
+
+def test_a_tick_whose_first_exchange_lost_its_answer_opens_one_row_and_runs(
+    db_url: str, conn: psycopg.Connection[Any], proxy: SilentProxy
+) -> None:
+    """The maintenance pass's exchange (the rescue, the tick's history row)
+    commits and its answer is lost: the tick ended there, exit 1, its row
+    left to be shown as died, though nothing was wrong but the connection.
+    It now connects again and sends the pass again, which finds the row it
+    opened by the run's key: one row, completed, and the job run once."""
+    from tick.engine.api import Engine, maintenance_for
+    from tick.engine.spec import RunSpec
+    from tick.history import TickStart
+    from tick.queue import new_nonce
+
+    job = enqueue(conn, "quiet")
+    url = proxy.url_for(db_url)
+    engine = Engine(lambda: connect(url), registry=registry_with(quiet=lambda ctx, p: None),
+                    maintenance=maintenance_for(86400.0))
+    try:
+        assert engine.conn is not None  # connected: the next answer is the pass's
+        proxy.drop_next_answer()
+        report = engine.run(RunSpec(history=TickStart("tick", "w-first", row_key=new_nonce()),
+                                    max_jobs=10, deadline=time.monotonic() + 30,
+                                    concurrency=1, reconnect=True))
+    finally:
+        engine.close()
+    assert proxy.accepted == 2  # it did connect again
+    assert (report.claimed, report.completed) == (1, 1)
+    assert conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s",
+                        (job,)).fetchone() == ("COMPLETED", 1)
+    assert conn.execute(
+        "SELECT count(*), bool_and(finished_at IS NOT NULL AND error IS NULL), sum(completed) "
+        "FROM awc.ticks WHERE worker_id = 'w-first'").fetchone() == (1, True, 1)

@@ -329,3 +329,29 @@ def test_psycopg_s_cleanup_lines_are_not_told_again() -> None:
         root.setLevel(level)
         logging.captureWarnings(False)
     assert [line["message"] for line in sink.lines] == ["connection pool is full"]
+
+
+def test_a_ticks_row_opened_again_by_its_key_is_the_same_row(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """SPEC §16 (migration 0033): a tick whose first exchange's answer was
+    lost sends the opening again; with the run's key it returns the row the
+    first wrote, and a failed tick's record completes that row. Without a
+    key (a loop's stretches, an older awc) every opening is a row."""
+    from tick.history import TickStart, record
+    from tick.queue import new_nonce
+    from tick.statements import sql
+
+    start = TickStart("tick", "w-key", deadline=None, row_key=new_nonce())
+    first = conn.execute(sql("open_tick"), start.params()).fetchone()
+    again = conn.execute(sql("open_tick"), start.params()).fetchone()
+    assert first == again
+    record(conn, start, None, error="awc: the database connection was lost")
+    (row,) = rows(conn)
+    assert row["id"] == first[0] and row["finished_at"] is not None
+    assert row["error"] == "awc: the database connection was lost"
+    keyless = TickStart("tick", "w-none")
+    for _ in range(2):
+        conn.execute(sql("open_tick"), keyless.params())
+    record(conn, keyless, None, error="awc: x")
+    assert len(rows(conn)) == 1 + 3

@@ -36,6 +36,9 @@ class TickStart:
     worker_id: str
     correlation_id: str | None = None
     deadline: float | None = None  # a time.monotonic() instant
+    # The row's key (a uuid): an opening sent again returns the row the
+    # first wrote (open_tick.sql). One per run; a loop's stretches have none.
+    row_key: str | None = None
 
     def params(self) -> dict[str, Any]:
         """The row's columns. Its deadline is sent as the time left and made
@@ -48,7 +51,7 @@ class TickStart:
                 "correlation_id": None if self.correlation_id is None
                 else self.correlation_id[:200],
                 "deadline_secs": None if self.deadline is None
-                else self.deadline - time.monotonic()}
+                else self.deadline - time.monotonic(), "row_key": self.row_key}
 
 
 # A statement for the end of a round trip: its name and parameters.

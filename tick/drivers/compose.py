@@ -137,8 +137,12 @@ def tick_spec(
 ) -> RunSpec:
     """One tick's bounds from the settings (`awc tick`, the Lambda, the demo);
     with a `driver`, the tick has its row in the history (SPEC §16)."""
+    from tick.queue import new_nonce  # a uuid's text, as a claim's nonce
+
+    # The row's key: the maintenance pass sent again after a lost connection
+    # opens no second row (SPEC §16).
     history = None if driver is None else TickStart(
-        driver, settings.worker_id, correlation_id, deadline)
+        driver, settings.worker_id, correlation_id, deadline, row_key=new_nonce())
     return RunSpec(
         history=history,
         max_jobs=max_jobs or settings.tick_max_jobs,

@@ -76,21 +76,21 @@ class Coordinator:
 
     def run(self) -> TickReport:
         from tick.watchdog import answering_by  # psycopg's: not on the Lambda's cold import
+        if not self.spec.continuous:  # a loop's spans are its busy stretches' (SPEC §21)
+            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
+        maintained = False
         try:
-            self._maintain()
             while True:
                 try:
+                    # The pass opens the run's row by its key: sent again, it
+                    # finds the row it wrote (SPEC §16, open_tick.sql).
+                    maintained = maintained or self._maintain()
                     # Each exchange answers before a lease could lapse (SPEC §26).
                     with answering_by(self.engine.conn, self.leases.answer_by()):
                         if not self._step():
                             break
                 except DatabaseError as error:
-                    # Only a lost connection is worth reconnecting for: a
-                    # statement the server refused would be refused again, so
-                    # it ends the run and the supervisor counts it (SPEC §4.2).
-                    self.leases.failed(time.monotonic())  # they cannot be renewed now
-                    if not (self.spec.reconnect and error.connection_lost) or not self._recover():
-                        raise
+                    self._recover(error)
         except DatabaseError as error:
             self._abandon_all(error)
             raise
@@ -118,7 +118,8 @@ class Coordinator:
         if self.flush or claim is not None:
             self._round_trip(claim)
         if fence_due:
-            self._check_fences(now)
+            self.next_fence_check = now + FENCE_CHECK_SECS
+            fence_check(self.engine.conn, self.running, time.perf_counter())
         if now >= self.row.renew_at:
             self.row.keep_alive(self.engine.conn, now, self.engine.events)
         if self.flush:
@@ -167,14 +168,16 @@ class Coordinator:
     def _close_history(self) -> None:
         self.row.close(self.engine.conn, self.report, self.began, self.engine.events)
         self.trace = spans.finish(self.trace, self.report)  # the run's or stretch's span
-        if self.spec.continuous:
-            # The stretch's row is complete: no failure to record on it.
+        if self.spec.continuous:  # the stretch's row is complete: no failure to record on it
             self.engine.last_tick_id = None
 
-    def _recover(self) -> bool:
-        """Reconnect with backoff after a lost database, keeping every
-        unrecorded outcome; False once a stop's grace, or a run's deadline,
-        leaves no time to (a run with one tries while a connect could end by it)."""
+    def _recover(self, error: DatabaseError) -> None:
+        """Reconnect with backoff after a lost database, keeping every unrecorded
+        outcome; else raise `error` (a refused statement would be refused again,
+        SPEC §4.2), as once no connect could end by a stop's grace or deadline."""
+        self.leases.failed(time.monotonic())  # they cannot be renewed now
+        if not (self.spec.reconnect and error.connection_lost):
+            raise error
         last = math.inf if self.spec.deadline is None else self.spec.deadline - CONNECT_TIMEOUT_SECS
         self.engine.unreachable_since = time.monotonic()  # the loop is unready meanwhile
         attempt = 0
@@ -188,7 +191,7 @@ class Coordinator:
                 if self.stopping_since is not None:
                     last = min(last, self.stopping_since + self.spec.stop_grace_secs)
                 if now >= last:
-                    return False
+                    raise error
                 delay = min(reconnect_delay(attempt, self.reconnect_jitter),
                             max(self.leases.next_give_up() - now, 0.0), last - now)
                 # Once stopping, a set stop would not wait at all: a tight loop.
@@ -198,9 +201,10 @@ class Coordinator:
                     self.engine.reconnect(self.spec.deadline)
                 except DatabaseError:
                     continue
-                self.engine.events.log("info", "database_reconnected", attempts=attempt)
+                self.engine.events.log("info", "database_reconnected", attempts=attempt,
+                                       after=str(error))
                 self.leases.renew_all()  # at once: the outage may have cost some their job
-                return True
+                return
         finally:
             self.engine.unreachable_since = None  # ready again, unless renewals still fail
 
@@ -241,12 +245,10 @@ class Coordinator:
 
     # -- maintenance, claims and outcomes -------------------------------------
 
-    def _maintain(self) -> None:
-        if not self.spec.continuous:  # a loop's spans are its busy stretches' (SPEC §21)
-            self.trace = spans.begin(spans.driver_of(self.spec), self.engine.worker_id)
+    def _maintain(self) -> bool:
         maintenance = self.engine.maintenance
         if maintenance is None:
-            return
+            return True
         conn = self.engine.conn  # once: after a failure the property would open a new one
         try:
             # A loop's rows are its stretches, not its runs. The tick's deadline
@@ -262,6 +264,7 @@ class Coordinator:
         self.claims.seeded(done.seed, done.key_seed)  # SPEC §24: start where the last run left off
         self.report.rescued, self.report.pruned = report.rescued, report.pruned
         self.report.fired = report.fired
+        return True
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()
@@ -383,10 +386,6 @@ class Coordinator:
         grace_end = now + self.spec.stop_grace_secs
         for run in self.running.values():
             run.ctx.cancel(stopping=True, grace_end=grace_end)
-
-    def _check_fences(self, now: float) -> None:
-        self.next_fence_check = now + FENCE_CHECK_SECS
-        fence_check(self.engine.conn, self.running, time.perf_counter())
 
     def _give_up(self, now: float) -> None:
         """Cancel the runs whose leases went unrenewed for half their length

@@ -4,11 +4,13 @@
 -- stretch: as in finish_tick.sql, it is written only if that round trip's
 -- claim took no job. Sent on its own (no claim), it is written.
 -- Its start and deadline come as durations, made instants on the database's
--- clock (finished_at's): a host's clock may disagree with it.
+-- clock (finished_at's): a host's clock may disagree with it. A failed
+-- tick whose opening may have been written before its connection was lost
+-- (its key, `row_key`, migration 0033) completes that row: one row a tick.
 INSERT INTO awc.ticks (driver, worker_id, correlation_id, started_at, finished_at, deadline_at,
                        claimed, completed, retried, failed, cancelled, released, discarded,
                        continued, rescued, pruned, fired, stop_reason, error, cursor,
-                       key_after)
+                       key_after, row_key)
 SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
        now() - make_interval(secs => coalesce(%(ran_secs)s::float8, 0)), now(),
        now() + make_interval(secs => %(deadline_secs)s::float8),
@@ -20,10 +22,18 @@ SELECT %(driver)s, %(worker_id)s, %(correlation_id)s,
         %(seed_xmax)s::text::xid8, %(seed_xip)s::text[]::xid8[],
         %(rewind_p)s::int, %(rewind_r)s::timestamptz, %(rewind_i)s::bigint,
         %(rewind_in)s::float8),
-       %(key_after)s::text  -- SPEC §23: the fair claim's key cursor
+       %(key_after)s::text,  -- SPEC §23: the fair claim's key cursor
+       %(row_key)s::uuid
 -- awc.claimed: the jobs this transaction's claim took (SPEC §24: counted,
 -- never a walk of the running jobs).
 WHERE coalesce(nullif(current_setting('awc.claimed', true), ''), '0')::int = 0
   -- Nor are ready jobs held back by a limit (SPEC §18): the stretch goes on.
   AND NOT coalesce(nullif(current_setting('awc.held_back', true), '')::boolean, false)
+ON CONFLICT (row_key) WHERE row_key IS NOT NULL DO UPDATE
+    SET finished_at = EXCLUDED.finished_at, claimed = EXCLUDED.claimed,
+        completed = EXCLUDED.completed, retried = EXCLUDED.retried, failed = EXCLUDED.failed,
+        cancelled = EXCLUDED.cancelled, released = EXCLUDED.released,
+        discarded = EXCLUDED.discarded, continued = EXCLUDED.continued,
+        rescued = EXCLUDED.rescued, pruned = EXCLUDED.pruned, fired = EXCLUDED.fired,
+        stop_reason = EXCLUDED.stop_reason, error = EXCLUDED.error
 RETURNING id

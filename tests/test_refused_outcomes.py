@@ -170,3 +170,26 @@ def test_a_job_of_an_unknown_kind_lags_by_its_wait_not_the_hosts_uptime(
     assert report.failed == 1
     (event,) = seen
     assert event.kind == "no_such_kind" and 0 <= event.lag_s < 60, event
+
+
+@pytest.mark.parametrize(("error", "own"), [
+    (psycopg.errors.CheckViolation(), True),
+    (psycopg.errors.UntranslatableCharacter(), True),
+    (psycopg.errors.ProgramLimitExceeded(), True),
+    (psycopg.errors.RaiseException(), True),
+    (psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"), True),
+    (UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed"), True),
+    (psycopg.errors.InvalidSqlStatementName(), False),
+    (psycopg.errors.DuplicatePreparedStatement(), False),
+    (psycopg.errors.LockNotAvailable(), False),
+    (psycopg.errors.DeadlockDetected(), False),
+    (psycopg.errors.InsufficientPrivilege(), False),
+    (psycopg.errors.QueryCanceled(), False),
+    (psycopg.errors.DiskFull(), False),
+])
+def test_only_a_refusal_of_the_rows_values_is_its_own(error: BaseException, own: bool) -> None:
+    """docs/decisions/0036: sent alone, an outcome that meets any other
+    refusal raises it as the batch's, and no job is failed for it."""
+    from tick.db import row_fault
+
+    assert row_fault(error) is own

@@ -123,6 +123,32 @@ def check_dsn(text: str, source: str) -> str:
     return dsn
 
 
+# The SQLSTATE classes of an error that is a row's own (SPEC §4.2): its
+# data (22), a constraint (23), a value past a limit (54: a result too
+# large to index), a row met twice (21) or a function's check (P0: an
+# operator's trigger). Any other refusal (a privilege, a lock, a deadlock, a
+# cancel, the server's resources, a prepared statement the session lost) is
+# the exchange's: sent alone, an outcome it meets is not refused but raised,
+# and fails no job.
+ROW_FAULTS = ("21", "22", "23", "54", "P0")
+# A prepared statement the server does not know, or knows already: the
+# session is not awc's alone, as behind a transaction pooler (PgBouncer
+# before 1.21) with AWC_DB_PREPARE left on.
+PREPARED_GONE = ("26000", "42P05")
+POOLER_HINT = ("a transaction pooler in front of PostgreSQL? set AWC_DB_PREPARE=false, or "
+               "max_prepared_statements in PgBouncer 1.21 or later; meanwhile awc connects "
+               "again without prepared statements")
+_shared_sessions = False  # one was seen: this process prepares nothing from now on
+
+
+def row_fault(error: BaseException) -> bool:
+    """Whether `error`, met by an exchange writing one row, is that row's
+    own: a refusal of its values (ROW_FAULTS), or none from the server at
+    all (a value psycopg could not send: a NUL, a lone surrogate)."""
+    sqlstate = getattr(error, "sqlstate", None)
+    return sqlstate is None or str(sqlstate)[:2] in ROW_FAULTS
+
+
 def connection_lost(conn: psycopg.Connection[Any] | None) -> bool:
     """True when `conn` can no longer be used (as opposed to a statement the
     server refused on a healthy connection)."""
@@ -145,9 +171,16 @@ def database_error(
     kind = type(error).__name__
     diag = getattr(error, "diag", None)
     primary = getattr(diag, "message_primary", None) if diag is not None else None
-    detail = scrub(primary if isinstance(primary, str) and primary else str(error), dsn)
-    return DatabaseError(f"{doing}: {kind}: {clip(detail, 300) or 'no detail'}",
-                         connection_lost=connection_lost(conn))
+    detail = clip(scrub(primary if isinstance(primary, str) and primary else str(error), dsn),
+                  300) or "no detail"
+    if getattr(error, "sqlstate", None) in PREPARED_GONE:
+        # Not this connection's fault, nor any statement's: the session is
+        # shared. Taken for a lost connection, so a run connects again, and
+        # every connection after it prepares nothing (connect_options).
+        global _shared_sessions
+        _shared_sessions = True
+        return DatabaseError(f"{doing}: {kind}: {detail} ({POOLER_HINT})", connection_lost=True)
+    return DatabaseError(f"{doing}: {kind}: {detail}", connection_lost=connection_lost(conn))
 
 
 def as_database_error(
@@ -223,7 +256,7 @@ def connect_options(*, prepare: bool = True, name: str = APPLICATION_NAME,
     ours = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c jit=off"
     return {
         "autocommit": True,
-        "prepare_threshold": 5 if prepare else None,
+        "prepare_threshold": 5 if prepare and not _shared_sessions else None,
         "connect_timeout": CONNECT_TIMEOUT_SECS,
         "application_name": name,
         # UTF-8 whatever PGCLIENTENCODING says: awc's text is any Unicode.

@@ -331,9 +331,10 @@ def record_each(
     Returns what was recorded and the refused (id, token, error) outcomes.
     A refused heartbeat or checkpoint is no outcome: it goes in the result's
     `refused`, failing the handler's call only (its job runs on). A lost
-    connection raises, as in `round_trip`.
+    connection raises, as in `round_trip`, and so does a refusal that is not
+    the row's own (`tick.db.row_fault`).
     """
-    from tick.db import connection_lost
+    from tick.db import connection_lost, row_fault
 
     done = RoundTrip({}, {}, [])
     refused: list[tuple[int, str, BaseException]] = []
@@ -341,7 +342,9 @@ def record_each(
         try:
             one = round_trip(conn, single, None)
         except Exception as error:
-            if connection_lost(conn):
+            # Only the row's own refusal is refused; any other (a lock, a
+            # deadlock, a session a pooler shares) fails no job (SPEC §4.2).
+            if connection_lost(conn) or not row_fault(error):
                 raise
             first = single.first()
             if single.lease_extensions or single.checkpoint:

@@ -110,8 +110,9 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     """Record `batch` and claim in one round trip, `tail` last. If the server
     (or the client's encoding) refuses something on a healthy connection,
     record the outcomes apart instead, without the tail; a lost connection
-    raises."""
-    from tick.db import connection_lost
+    raises, as does a prepared statement the session lost (a pooler's: the
+    run connects again, tick.db.PREPARED_GONE)."""
+    from tick.db import PREPARED_GONE, connection_lost
 
     if batch.writes.lost:  # a lost claim's jobs, released as any release is
         batch.writes.release += held_claims(conn, batch.writes.lost)
@@ -119,7 +120,7 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     try:
         return round_trip(conn, batch.writes, claim, tail)
     except Exception as error:
-        if connection_lost(conn):
+        if connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE:
             raise
         return _record_apart(conn, batch.writes, claim, error, events)
 

@@ -152,6 +152,9 @@ def parse_payload(text: str) -> dict[str, Any]:
 # Where an enqueue field comes from on the command line.
 # Longest --delay: a century, far beyond any real schedule, well inside a timestamp.
 MAX_DELAY_SECS = 100 * 365 * 86400
+# `awc wait`: a connection that served the wait this long held, and the next
+# loss of one waits the first reconnect delay again (the loop's rule).
+HELD_SECS = 30.0
 
 
 def parse_run_at(text: str, option: str = "--run-at") -> datetime:
@@ -251,6 +254,7 @@ def wait_command(job_id: int, timeout: float) -> None:
     import time
 
     from tick.db import connection_lost
+    from tick.engine.backoff import Jitter, reconnect_delay
     from tick.errors import AwcError
     from tick.waiting import wait
     from tick.watchdog import DEADLINE_GRACE_SECS
@@ -259,14 +263,14 @@ def wait_command(job_id: int, timeout: float) -> None:
     # the start is given up on by then too, not after libpq's connect timeout.
     end = time.monotonic() + timeout
     settings = load_settings()
-    outcome, lost = None, 0
+    outcome, lost, jitter = None, 0, Jitter(f"wait-{job_id}")
     while outcome is None:
         # A connection lost mid-wait (a failover, a pooler's restart, a role's
         # idle_session_timeout) is opened again and the wait goes on to its
         # timeout: it ended the command with a database error, the job's
         # outcome a moment away. A first connect that fails is the error.
-        if lost:  # the first delay 0.25 s, doubling to 5 (a role's idle timeout)
-            time.sleep(min(0.25 * 2.0 ** min(lost - 1, 5), 5.0,
+        if lost:  # as the loop's reconnects: 0.25 s doubling to 5, jittered
+            time.sleep(min(reconnect_delay(lost - 1, jitter, cap=5.0),
                            max(end - time.monotonic(), 0.0)))
         try:
             conn = operator_connection(settings, end + DEADLINE_GRACE_SECS)
@@ -276,6 +280,7 @@ def wait_command(job_id: int, timeout: float) -> None:
             lost += 1
             continue
         with conn:
+            opened = time.monotonic()
             try:
                 outcome = wait(conn, job_id, max(end - time.monotonic(), 0.0))
             except TimeoutError:
@@ -283,7 +288,9 @@ def wait_command(job_id: int, timeout: float) -> None:
             except Exception:
                 if not connection_lost(conn) or time.monotonic() >= end:
                     raise
-                lost += 1
+                # The delays start again after a connection that held (an
+                # hour's wait through a few failovers kept its longest one).
+                lost = 1 if time.monotonic() - opened >= HELD_SECS else lost + 1
     if outcome.state != "COMPLETED":
         raise AwcError(f"job {job_id} ended {outcome.state}")
     if outcome.result_too_deep is not None:  # printed as stored, not decoded

@@ -138,6 +138,27 @@ def test_sigterm_stops_the_console_as_a_clean_stop(awc_env: dict[str, str]) -> N
     assert "awc:" not in err
 
 
+def test_sigterm_while_the_console_starts_is_a_clean_stop_too(awc_env: dict[str, str]) -> None:
+    """A stop in the console's first half second (its imports, before it
+    serves) was `awc: terminated`, exit 1, a failed unit: the console put
+    the default in place only after importing uvicorn. Signalled at steps
+    through its start, it ends by the signal every time."""
+    import time
+
+    from tests.support import spawn, stop
+
+    for delay in (0.1, 0.15, 0.2, 0.25, 0.3, 0.4):
+        proc = spawn({**awc_env, "AWC_UI_TOKEN": "t" * 32}, "ui", "--port", "0")
+        try:
+            time.sleep(delay)  # where in its start the stop lands, not a synchronisation
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            stop(proc)
+        assert proc.returncode == -signal.SIGTERM, (delay, err)
+        assert "awc:" not in err, (delay, err)
+
+
 def test_sigterm_while_the_server_runs_a_statement_cancels_it(
         db_url: str, awc_env: dict[str, str]) -> None:
     """SIGTERM while `awc migrate` waits for another process's migration

@@ -71,25 +71,26 @@ def _loopback(host: str) -> bool:
 @click.option("--port", default=8765, show_default=True, type=Whole(0, 65535))
 def ui_command(host: str, port: int) -> None:
     """Serve the web console (needs AWC_UI_TOKEN; AWC_UI_READ_ONLY=true for no actions)."""
+    import signal
+
+    # uvicorn stops gracefully on SIGTERM, puts back the handler it found and
+    # raises the signal again: the default, so the process ends by the signal
+    # as a service manager expects of a clean stop (awc's own handler made
+    # it `awc: terminated` and exit 1, a failed unit), from before it says
+    # it serves: first, before the half second of imports (a stop in them
+    # was `awc: terminated`).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         import uvicorn
         from psycopg_pool import ConnectionPool
     except ImportError:
         raise missing_extra("awc ui", "ui") from None
-    import signal
-
     from tick.db import connect_options, pin_session
     from tick.drivers.compose import open_operator_database, operator_session
     from tick.events import StreamEvents
     from tick.ui.app import build_app
     from tick.ui.serve import KEEP_ALIVE_SECS, bounded_protocol
 
-    # uvicorn stops gracefully on SIGTERM, puts back the handler it found and
-    # raises the signal again: the default, so the process ends by the signal
-    # as a service manager expects of a clean stop (awc's own handler made
-    # it `awc: terminated` and exit 1, a failed unit), from before it says
-    # it serves.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     settings = load_settings()
     token = settings.require_ui_token()
     dsn = settings.dsn()

@@ -152,9 +152,7 @@ def parse_payload(text: str) -> dict[str, Any]:
 # Where an enqueue field comes from on the command line.
 # Longest --delay: a century, far beyond any real schedule, well inside a timestamp.
 MAX_DELAY_SECS = 100 * 365 * 86400
-# `awc wait`: a connection that served the wait this long held, and the next
-# loss of one waits the first reconnect delay again (the loop's rule).
-HELD_SECS = 30.0
+HELD_SECS = 30.0  # `awc wait`: a connection lost after this long held (the loop's rule)
 
 
 def parse_run_at(text: str, option: str = "--run-at") -> datetime:

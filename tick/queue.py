@@ -323,29 +323,33 @@ def round_trip(
 
 def record_each(
     conn: psycopg.Connection[Any], writes: Writes
-) -> tuple[RoundTrip, list[tuple[int, str, BaseException]]]:
+) -> tuple[RoundTrip, list[tuple[int, str, BaseException]], Writes]:
     """Record every write of `writes` in its own transaction (SPEC §4.2, "one
     bad outcome sinks nothing else"): after a batch was refused, this finds
     the rows the server refuses and records all the others.
 
-    Returns what was recorded and the refused (id, token, error) outcomes.
-    A refused heartbeat or checkpoint is no outcome: it goes in the result's
+    Returns what was recorded, the refused (id, token, error) outcomes, and
+    the writes a refusal that is not the row's own kept out (a lock timeout,
+    a cancel, a deadlock: `tick.db.row_fault`), to be sent again. A refused
+    heartbeat or checkpoint is no outcome: it goes in the result's
     `refused`, failing the handler's call only (its job runs on). A lost
-    connection raises, as in `round_trip`, and so does a refusal that is not
-    the row's own (`tick.db.row_fault`).
+    connection raises, as in `round_trip`, and so does a prepared statement
+    the session lost (the run connects again, `tick.db.PREPARED_GONE`).
     """
-    from tick.db import connection_lost, row_fault
+    from tick.db import PREPARED_GONE, connection_lost, row_fault
 
     done = RoundTrip({}, {}, [])
     refused: list[tuple[int, str, BaseException]] = []
+    unsent = Writes()
     for single in writes.singles():
         try:
             one = round_trip(conn, single, None)
         except Exception as error:
-            # Only the row's own refusal is refused; any other (a lock, a
-            # deadlock, a session a pooler shares) fails no job (SPEC §4.2).
-            if connection_lost(conn) or not row_fault(error):
+            if connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE:
                 raise
+            if not row_fault(error):  # not the row's: it fails no job (decision 0036)
+                unsent = unsent + single
+                continue
             first = single.first()
             if single.lease_extensions or single.checkpoint:
                 text = str(error).strip()
@@ -356,7 +360,7 @@ def record_each(
             continue
         done.recorded.update(one.recorded)
         done.extended.update(one.extended)
-    return done, refused
+    return done, refused, unsent
 
 
 def held_claims(conn: psycopg.Connection[Any], tokens: list[str]) -> list[tuple[int, str]]:

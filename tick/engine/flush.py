@@ -125,29 +125,53 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
         return _record_apart(conn, batch.writes, claim, error, events)
 
 
+# The pauses before an outcome a refusal that was not its own kept out (a
+# lock timeout, a cancel) is sent again, seconds: such a refusal is usually
+# gone in a moment, and the coordinator waits meanwhile.
+RESEND_PAUSES = (0.1, 0.3)
+
+
 def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
                   error: Exception, events: EventSink) -> RoundTrip:
     """Record the outcomes of a refused batch one by one; each one the
-    database refuses becomes a Fail naming the refusal. Then claim on its
-    own: a claim the server refuses is a statement error, raised as such
-    (never taken for a lost connection, SPEC §4.2)."""
-    done, refused = record_each(conn, writes)
+    database refuses for its values becomes a Fail naming the refusal. One
+    another refusal kept out is sent again after a pause, twice; if it is
+    still kept out, its job is left to its lease (`outcome_unrecorded`),
+    never failed (decision 0036). Then claim on its own: a claim the server
+    refuses is a statement error, raised as such (never taken for a lost
+    connection, SPEC §4.2)."""
+    done, refused, unsent = record_each(conn, writes)
+    for pause in RESEND_PAUSES:
+        if not unsent:
+            break
+        time.sleep(pause)
+        again, more, unsent = record_each(conn, unsent)
+        done.recorded.update(again.recorded)
+        done.extended.update(again.extended)
+        done.refused.update(again.refused)
+        refused += more
     if refused:
         fails = Writes(fail=[(job_id, token, error_text(
             "OutcomeRefused", "the database refused this job's outcome "
             f"({type(why).__name__}: {_first_line(why)})"), None)
             for job_id, token, why in refused])
-        again, still = record_each(conn, fails)
+        again, still, kept = record_each(conn, fails)
         done.recorded.update(again.recorded)
         if still:  # even the explanation was refused: the plainest words
             plain = Writes(fail=[(job_id, token, REFUSED_ERROR, None)
                                   for job_id, token, _ in still])
-            last, lost = record_each(conn, plain)
+            last, lost, out = record_each(conn, plain)
             done.recorded.update(last.recorded)
+            kept = kept + out
             for job_id, _, _ in lost:
                 events.log("error", "outcome_unrecorded", job_id=job_id)
+        unsent = unsent + kept
         events.log("warning", "outcomes_refused", count=len(refused),
                    error=type(error).__name__)
+    for write in unsent.singles():  # a heartbeat kept out fails the handler's call only
+        if not (write.lease_extensions or write.checkpoint):
+            events.log("error", "outcome_unrecorded", job_id=write.first()[0],
+                       error=f"{type(error).__name__}: {_first_line(error)}")
     if claim is not None:
         claimed = round_trip(conn, Writes(), claim)
         done.claimed, done.mark = claimed.claimed, claimed.mark

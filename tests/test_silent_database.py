@@ -454,3 +454,49 @@ def test_a_tick_whose_first_exchange_lost_its_answer_opens_one_row_and_runs(
     assert conn.execute(
         "SELECT count(*), bool_and(finished_at IS NOT NULL AND error IS NULL), sum(completed) "
         "FROM awc.ticks WHERE worker_id = 'w-first'").fetchone() == (1, True, 1)
+
+
+def test_jobs_claimed_with_an_answer_whose_count_was_lost_still_run(
+    db_url: str, conn: psycopg.Connection[Any], proxy: SilentProxy,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exchange recording a job's outcome (refused by the fence: an
+    operator cancelled the job) also claims the next job, and its answer
+    arrives; the connection is lost while the tick reads why the outcome
+    was refused. The claimed job was never handed to a slot: it sat RUNNING
+    to its lease, an attempt spent, and the tick ended `drained`. It is
+    handed out before that read now, and the outcome is counted once the
+    connection is back."""
+    import tick.engine.flush
+    from tick.admin import cancel
+    from tick.engine.api import Engine
+    from tick.engine.spec import RunSpec
+
+    reading = tick.engine.flush.lost_claims
+
+    def lost_on_the_read(*args: Any) -> Any:
+        if not cut:
+            cut.append(True)
+            proxy.drop_next_answer()  # the answer to this read
+        return reading(*args)
+
+    cut: list[bool] = []
+    monkeypatch.setattr(tick.engine.flush, "lost_claims", lost_on_the_read)
+
+    def doomed(ctx: Any, payload: Any) -> None:
+        with connect(db_url) as other:
+            cancel(other, ctx.job_id)
+
+    first = enqueue(conn, "doomed")
+    second = enqueue(conn, "quiet", max_attempts=1)
+    engine = Engine(lambda: connect(proxy.url_for(db_url)), registry=registry_with(
+        doomed=doomed, quiet=lambda ctx, p: {"ran": True}))
+    try:
+        report = engine.run(RunSpec(max_jobs=10, deadline=time.monotonic() + 30,
+                                    concurrency=1, reconnect=True, lease_secs=300))
+    finally:
+        engine.close()
+    assert cut, "the read of the refused outcome never ran"
+    assert (report.completed, report.cancelled, report.failed) == (1, 1, 0)
+    rows = conn.execute("SELECT id, state, attempts FROM awc.jobs ORDER BY id").fetchall()
+    assert rows == [(first, "CANCELLED", 1), (second, "COMPLETED", 1)]

@@ -288,18 +288,19 @@ class Coordinator:
         elif opening is not None and result.tail_id is not None:
             self.row.opened(result.tail_id, sent)
             self.engine.last_tick_id = result.tail_id  # a failure of the loop is recorded on it
-        try:
-            settle(conn, batch.written, result.recorded, self.report, self.engine.events,
-                   self.engine.observer)
-        except Exception as error:
-            raise as_database_error(error, "reading fenced-out jobs", conn) from None
         # A renewal the fence refused cancels its run at once (SPEC §26).
         self.leases.answered(sent, asked, result.extended, result.refused, self.engine.events)
         self.heartbeats.answer(batch.heartbeats, sent, result.extended, result.refused,
                                self.leases)
-        if claim is not None:
+        if claim is not None:  # before settle's read: a connection lost there loses no job
             self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair)
             self._dispatch(result.claimed, sent, result.timeouts)
+        try:
+            settle(conn, batch.written, result.recorded, self.report, self.engine.events,
+                   self.engine.observer)
+        except Exception as error:
+            self.flush.unsettled(batch)  # counted once the connection is back
+            raise as_database_error(error, "reading fenced-out jobs", conn) from None
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float,
                   timeouts: dict[int, float] | None = None) -> None:

@@ -98,6 +98,15 @@ class Flush:
         if claim is not None:
             self.writes.lost += lost_tokens(claim)
 
+    def unsettled(self, batch: Flush) -> None:
+        """`batch` was recorded but its count was lost with the connection:
+        its outcomes go again, and the fence refuses them as this claim's
+        own (counted as recorded, `settle`); its heartbeats were answered."""
+        done = batch.writes
+        self.put_back(Flush(Writes(complete=done.complete, retry=done.retry, fail=done.fail,
+                                   release=done.release, continuations=done.continuations),
+                            batch.written))
+
     def release_heartbeats(self) -> None:
         """Answer every waiting heartbeat with "lost" (the run is over)."""
         for beat in self.heartbeats:

@@ -37,8 +37,8 @@ from tick.settings import Settings
 
 LISTEN_CHANNEL = "awc_jobs"
 # A listening connection lost after this long was healthy: the next
-# reconnect waits the first delay again.
-LISTEN_HELD_SECS = 30.0
+# reconnect waits the first delay again. So does a run of the tick runner.
+LISTEN_HELD_SECS = RUN_HELD_SECS = 30.0
 
 
 def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
@@ -188,15 +188,24 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
     metrics = Metrics()
     conn = open_database(settings, purpose="tick-runner")
     engines: list[Engine] = []
+    # The tick runner's failures: since, why, how many, when it ran again.
+    failing: list[tuple[float, str, int, float | None]] = []
+    # A run that ran again this long without failing (a claim in each poll)
+    # makes the process ready again.
+    settle_secs = max(5.0, 2 * settings.worker_poll_interval_ms / 1000)
 
     def troubles() -> list[str]:
         # A stuck exchange, the engine retrying a lost database (SPEC §7.2),
-        # or its lease renewals failing (SPEC §26).
+        # the tick runner failing, or its lease renewals failing (SPEC §26).
         from tick.drivers.health import database_troubles
 
         found = database_troubles(lambda: engines[0].unreachable_since if engines else None)
         leases = engines[0].leases if engines else None
         why = leases.trouble(time.monotonic()) if leases is not None else None
+        since, error, _, again = failing[0] if failing else (0.0, "", 0, None)
+        if failing and (again is None or time.monotonic() - again < settle_secs):
+            found.append(f"the tick runner failing for {time.monotonic() - since:.0f} s "
+                         f"({error[:200]})")
         return [*found, why] if why else found
 
     try:
@@ -224,19 +233,38 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
 
     spec = loop_spec(settings, on_report=report, kinds=kinds, queues=queues)
 
+    jitter = Jitter(f"{settings.worker_id}-tick-runner")
+
     def tick_runner(stop: threading.Event) -> None:
-        began = time.monotonic()
-        try:
-            last = engine.run(spec, stop)
-        except DatabaseError as error:
-            metrics.api_error("database")
-            metrics.tick_finished("loop", time.monotonic() - began, ok=False)
-            if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
-                record_failure(settings, spec.history, engine.last_tick_id, error,
-                               report=engine.last_report)
-            raise
-        if last.claimed:
-            report(last)
+        # A database error the engine did not ride out (a refusal: a
+        # failover's read-only first seconds, a revoked privilege) is no
+        # crash of the part: five in a row made it dead, and the loop idled
+        # for good once the database was writable again (SPEC §7.2: the loop
+        # never exits for a transient database error). It runs again after a
+        # backoff, /readyz 503 naming the error meanwhile.
+        while not stop.is_set():
+            began = time.monotonic()
+            if failing:
+                failing[0] = (*failing[0][:3], began)
+            try:
+                last = engine.run(spec, stop)
+            except DatabaseError as error:
+                metrics.api_error("database")
+                metrics.tick_finished("loop", time.monotonic() - began, ok=False)
+                if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
+                    record_failure(settings, spec.history, engine.last_tick_id, error,
+                                   report=engine.last_report)
+                if time.monotonic() - began >= RUN_HELD_SECS:
+                    failing.clear()  # it had been running: the backoff starts again
+                since, attempts = (failing[0][0], failing[0][2]) if failing else (began, 0)
+                failing[:] = [(since, str(error), attempts + 1, None)]
+                events.log("error", "tick_failed", error=str(error), attempt=attempts + 1)
+                stop.wait(reconnect_delay(attempts, jitter))
+                continue
+            failing.clear()
+            if last.claimed:
+                report(last)
+            return
 
     supervisor.add("tick-runner", tick_runner)
     supervisor.add("listener", listener_part(settings, engine, metrics, events))

@@ -242,6 +242,11 @@ def test_a_listener_the_server_ends_at_once_reconnects_ever_more_slowly(
     # 0.25 s, 0.5, 1, 2 (and up to half again each), after 0.3 s connected:
     # at most 4 in 5 s (before: about 9).
     assert 1 <= len(lost) <= 5, len(lost)
+    # And each says why, not only the error's class (what libpq saw: the
+    # server's notice, or the socket it closed).
+    details = [json.loads(line)["detail"] for line in lost]
+    assert all(d.startswith("listening: OperationalError: ") and len(d) > 40
+               for d in details), details
 
 
 def test_the_operator_s_own_startup_options_are_kept(hostile_url: str) -> None:

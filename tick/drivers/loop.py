@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tick.db import connect
+from tick.db import as_database_error, connect
 from tick.drivers.compose import (
     connector,
     engine_for,
@@ -70,7 +70,8 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
                 if listening is not None and time.monotonic() - listening >= LISTEN_HELD_SECS:
                     attempt = 0
                 metrics.api_error("listener")
-                events.log("warning", "listener_lost", error=type(error).__name__)
+                events.log("warning", "listener_lost", error=type(error).__name__,
+                           detail=str(as_database_error(error, "listening", None)))
                 stop.wait(reconnect_delay(attempt, jitter))
                 attempt += 1
 
@@ -117,7 +118,8 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                 if not isinstance(error, psycopg.Error | DatabaseError):
                     raise
                 metrics.api_error("maintenance")
-                events.log("warning", "maintenance_failed", error=type(error).__name__)
+                events.log("warning", "maintenance_failed", error=type(error).__name__,
+                           detail=str(as_database_error(error, "maintenance", None)))
                 if conn is not None:
                     conn.close()
                 conn = None

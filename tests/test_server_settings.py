@@ -336,3 +336,28 @@ def test_the_lines_of_a_database_error_stay_apart_in_its_awc_line() -> None:
     assert shown == ("recording outcomes and claiming: OperationalError: consuming input "
                      "failed: cannot exit pipeline mode while busy; server closed the "
                      "connection unexpectedly")
+
+
+def test_a_database_in_replica_mode_is_refused_by_name(db_url: str, server_url: str) -> None:
+    """`session_replication_role = replica` on awc's database or role (as a
+    logical replication tool sets it) fires none of awc's triggers: the
+    children of a failed parent waited for ever, `on_parent_failure=run`
+    ones too, and nothing said why. Every command refuses it at the start,
+    by name, and nothing is claimed."""
+    from tick.producer import enqueue
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        job = enqueue(conn, "noop")
+    name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE \"{name}\" SET session_replication_role = replica")
+    env = env_for(db_url)
+    for args in (("tick", "--max-secs", "10"), ("migrate",), ("jobs", "list")):
+        done = run_awc(env, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("awc: ") and "session_replication_role" in last, last
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s",
+                            (job,)).fetchone() == ("PENDING",)

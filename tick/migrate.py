@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-from tick.errors import MigrationError
+from tick.errors import DatabaseError, MigrationError
 
 if TYPE_CHECKING:
     import psycopg
@@ -75,7 +75,16 @@ def shipped() -> list[Migration]:
 
 
 def _applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
-    exists = conn.execute("SELECT to_regclass('awc.schema_migrations') IS NOT NULL").fetchone()
+    exists = conn.execute("SELECT to_regclass('awc.schema_migrations') IS NOT NULL, "
+                          "current_setting('session_replication_role')").fetchone()
+    if exists and exists[1] == "replica":
+        # PostgreSQL fires no ordinary trigger then, and awc's keep its
+        # dependencies and its waiters (SPEC §20): a database or role set
+        # so (as for a logical replication tool) left the children of a
+        # failed parent waiting for ever. Refused at the start, by name.
+        raise DatabaseError("the session's session_replication_role is 'replica', in which "
+                            "PostgreSQL fires none of awc's triggers; reset it for awc's "
+                            "role or database (ALTER ROLE ... RESET session_replication_role)")
     if not exists or not exists[0]:
         return {}
     rows = conn.execute("SELECT version, checksum FROM awc.schema_migrations").fetchall()

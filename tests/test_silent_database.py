@@ -31,7 +31,7 @@ from tests.support import (
     wait_for,
 )
 from tick.db import connect
-from tick.producer import enqueue
+from tick.producer import enqueue, enqueue_many
 
 
 @pytest.fixture
@@ -500,3 +500,30 @@ def test_jobs_claimed_with_an_answer_whose_count_was_lost_still_run(
     assert (report.completed, report.cancelled, report.failed) == (1, 1, 0)
     rows = conn.execute("SELECT id, state, attempts FROM awc.jobs ORDER BY id").fetchall()
     assert rows == [(first, "CANCELLED", 1), (second, "COMPLETED", 1)]
+
+
+def test_a_statement_a_tick_gave_up_on_is_cancelled_not_committed_later(
+    db_url: str, conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A server slow, not silent (a trigger of the operator's sleeping on
+    every claimed row): the tick gives up on the claim at its deadline and
+    closes the connection, and the server went on to commit the claim after
+    the tick had exited, its jobs RUNNING to their leases, an attempt spent,
+    never run. The statement is cancelled as it is given up on."""
+    conn.execute("""
+        CREATE FUNCTION slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_sleep(10); RETURN NEW; END $$;
+        CREATE TRIGGER slow_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
+        WHEN (OLD.state = 'PENDING' AND NEW.state = 'RUNNING') EXECUTE FUNCTION slow_claims();
+    """)
+    ids = enqueue_many(conn, [{"kind": "noop"}] * 3)
+    done, elapsed = timed_tick(awc_env, "--max-secs", "2")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert elapsed < 2 + 10, elapsed  # its deadline, the grace and the cancel's second
+    busy = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name LIKE 'awc%%' AND state = 'active' AND pid <> pg_backend_pid()")
+    wait_for(lambda: conn.execute(busy).fetchone() == (0,), timeout=3,
+             what="the claim given up on to end on the server")
+    rows = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = ANY(%s)",
+                        (ids,)).fetchall()
+    assert rows == [("PENDING", 0)] * 3

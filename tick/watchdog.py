@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Self
 
 import psycopg
@@ -42,6 +42,8 @@ EXCHANGE_LIMIT_SECS = 65.0
 # An exchange that starts past its `answer_by` still gets this long: a
 # healthy server answers in milliseconds, a silent one cannot hold it.
 MIN_WAIT_SECS = 0.25
+# How long the cancel of an exchange given up on may take (within its bound).
+CANCEL_SECS = 0.5
 
 # Applying a migration file: many statements, each under the statement
 # timeout, in one exchange; a file on a large table may legitimately take
@@ -87,11 +89,22 @@ class WatchedConnection(psycopg.Connection[Any]):
         now = time.monotonic()
         bound = self.limit_secs
         if self.answer_by is not None:
-            bound = max(min(bound, self.answer_by - now), MIN_WAIT_SECS)
+            bound = max(min(bound, self.answer_by - now - CANCEL_SECS), MIN_WAIT_SECS)
         self.waiting_since = now
         try:
             return super().wait(gen, interval, bound)
         except _WAIT_TIMEOUT:
+            # The server may still be running the statement (slow, not gone):
+            # cancelled, it commits nothing after awc gave up on it (a claim
+            # that committed then left its jobs RUNNING to their leases, an
+            # attempt spent, never run). A silent server leaves the request
+            # unanswered too: it has CANCEL_SECS, taken from the wait's bound
+            # above. libpq's older cancel blocks, holding the interpreter, as
+            # long as a silent server keeps its socket: without libpq 17's,
+            # none is sent.
+            with suppress(Exception):
+                if psycopg.capabilities.has_cancel_safe():
+                    self.cancel_safe(timeout=CANCEL_SECS)
             # The exchange stopped half way: the connection is in an unknown
             # state and must never be used again. Closed, it reads as lost.
             self.pgconn.finish()

@@ -295,6 +295,48 @@ def test_a_statement_the_server_refuses_is_retried_with_backoff_and_the_loop_rec
     assert [e["attempt"] for e in failed] == list(range(1, len(failed) + 1))
 
 
+@pytest.mark.timeout(120)
+def test_the_loop_works_again_after_a_failovers_read_only_window(
+    db_url: str, server_url: str, conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A failover's first seconds: the database read-only for new sessions
+    (`default_transaction_read_only`, set on it), awc's connections ended.
+    The loop reconnects into a read-only session and every claim is
+    refused; once the setting is reset the loop takes work again. The tick
+    runner kept its read-only session and was refused for as long as it
+    ran: a database's settings reach new sessions only."""
+    name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+    port = free_port()
+    proc = spawn({**awc_env, "AWC_METRICS_PORT": str(port),
+                  "AWC_WORKER_POLL_INTERVAL_MS": "200"}, "loop")
+    ours = ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND application_name LIKE 'awc%%' AND pid <> %s")
+    try:
+        def readyz() -> int | None:
+            try:
+                return http_get(f"http://127.0.0.1:{port}/readyz")[0]
+            except urllib.error.URLError:
+                return None
+
+        def refused() -> bool:
+            code, body = http_get(f"http://127.0.0.1:{port}/readyz")
+            return code == 503 and "ReadOnlySqlTransaction" in body
+
+        wait_for(lambda: readyz() == 200, timeout=30, what="the loop to be ready")
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+            admin.execute(ours, (name, conn.info.backend_pid))  # the loop's, not the test's
+            wait_for(refused, timeout=30, what="/readyz to name the refused claims")
+            admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+        job = enqueue(conn, "noop")
+        wait_for(lambda: job_row(conn, job)["state"] == "COMPLETED", timeout=40,
+                 what="the loop to take work again")
+        wait_for(lambda: readyz() == 200, timeout=20, what="/readyz to answer 200 again")
+    finally:
+        _, err = stop_loop(proc)
+    assert "ReadOnlySqlTransaction" in err and "Traceback" not in err
+
+
 def test_a_stream_nobody_reads_stops_no_job_and_no_stop(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -258,6 +258,10 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
                                    report=engine.last_report)
                 if time.monotonic() - began >= RUN_HELD_SECS:
                     failing.clear()  # it had been running: the backoff starts again
+                # The next run opens a connection of its own: a database's or
+                # role's settings (a failover's read-only default, reset) reach
+                # new sessions only, and the old one refused for ever.
+                engine.close()
                 since, attempts = (failing[0][0], failing[0][2]) if failing else (began, 0)
                 failing[:] = [(since, str(error), attempts + 1, None)]
                 events.log("error", "tick_failed", error=str(error), attempt=attempts + 1)

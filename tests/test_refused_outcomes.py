@@ -236,3 +236,40 @@ def test_an_outcome_a_lock_kept_out_for_a_moment_is_recorded(db_url: str) -> Non
         rows = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = ANY(%s)",
                             (ids,)).fetchall()
     assert rows == [("COMPLETED", 1)] * 4
+
+
+def test_a_claim_cancelled_after_a_refused_batch_ends_no_running_job(db_url: str) -> None:
+    """docs/decisions/0036: a claim the server cancels (here a trigger of the
+    operator's raising query_canceled on every claimed row) after a refused
+    batch ended the run, and the job still running was left to its lease
+    (with one attempt, FAILED `LeaseExpired` though it succeeded). That
+    turn claims nothing; the running job is recorded."""
+    from tick.db import connect
+    from tick.engine.api import Engine
+    from tick.engine.spec import RunSpec
+
+    def cancel_claims(ctx: Any, payload: Any) -> None:
+        with psycopg.connect(db_url, autocommit=True) as other:
+            other.execute("""
+                CREATE FUNCTION cancel_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'cancelled' USING ERRCODE = 'query_canceled'; END $$;
+                CREATE TRIGGER cancel_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
+                WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION cancel_claims();""")
+
+    def slow(ctx: Any, payload: Any) -> dict[str, bool]:
+        time.sleep(0.5)
+        return {"slow": True}
+
+    with connect(db_url) as conn:
+        slow_id, first = enqueue_many(conn, [{"kind": "slow", "max_attempts": 1, "priority": 2},
+                                             {"kind": "cancel_claims", "priority": 1}])
+        later = enqueue(conn, "slow")
+        engine = Engine(lambda: connect(db_url), registry=registry_with(
+            slow=slow, cancel_claims=cancel_claims))
+        try:
+            report = engine.run(RunSpec(deadline=time.monotonic() + 30, concurrency=2))
+        finally:
+            engine.close()
+        assert report.completed == 2
+        rows = conn.execute("SELECT id, state, attempts FROM awc.jobs ORDER BY id").fetchall()
+    assert rows == [(slow_id, "COMPLETED", 1), (first, "COMPLETED", 1), (later, "PENDING", 0)]

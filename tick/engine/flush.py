@@ -138,6 +138,9 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
 # lock timeout, a cancel) is sent again, seconds: such a refusal is usually
 # gone in a moment, and the coordinator waits meanwhile.
 RESEND_PAUSES = (0.1, 0.3)
+# Refusals of a claim that pass (a cancel, a lock timeout, a serialization
+# failure, a deadlock): that turn claims nothing, the run goes on.
+PASSING = ("57014", "55P03", "40001", "40P01")
 
 
 def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
@@ -149,6 +152,8 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     never failed (decision 0036). Then claim on its own: a claim the server
     refuses is a statement error, raised as such (never taken for a lost
     connection, SPEC §4.2)."""
+    from tick.db import connection_lost
+
     done, refused, unsent = record_each(conn, writes)
     for pause in RESEND_PAUSES:
         if not unsent:
@@ -182,7 +187,17 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
             events.log("error", "outcome_unrecorded", job_id=write.first()[0],
                        error=f"{type(error).__name__}: {_first_line(error)}")
     if claim is not None:
-        claimed = round_trip(conn, Writes(), claim)
+        try:
+            claimed = round_trip(conn, Writes(), claim)
+        except Exception as why:
+            # A cancel, a lock timeout, a deadlock: the claim rolled back
+            # whole and claims nothing this turn; ending the run for it left
+            # the jobs still running to their leases (decision 0036).
+            if connection_lost(conn) or getattr(why, "sqlstate", None) not in PASSING:
+                raise
+            events.log("warning", "claim_refused", error=f"{type(why).__name__}: "
+                       f"{_first_line(why)}")
+            return done
         done.claimed, done.mark = claimed.claimed, claimed.mark
         done.timeouts = claimed.timeouts
     return done

@@ -138,6 +138,9 @@ PREPARED_GONE = ("26000", "42P05")
 POOLER_HINT = ("a transaction pooler in front of PostgreSQL? set AWC_DB_PREPARE=false, or "
                "max_prepared_statements in PgBouncer 1.21 or later; meanwhile awc connects "
                "again without prepared statements")
+# Refusals of a claim that pass (a cancel, a lock timeout, a serialization
+# failure, a deadlock): that turn claims nothing, the run goes on.
+PASSING_FAULTS = ("57014", "55P03", "40001", "40P01")
 _shared_sessions = False  # one was seen: this process prepares nothing from now on
 
 
@@ -147,6 +150,13 @@ def row_fault(error: BaseException) -> bool:
     all (a value psycopg could not send: a NUL, a lone surrogate)."""
     sqlstate = getattr(error, "sqlstate", None)
     return sqlstate is None or str(sqlstate)[:2] in ROW_FAULTS
+
+
+def session_lost(conn: psycopg.Connection[Any] | None, error: BaseException) -> bool:
+    """Whether `error` leaves `conn`'s session unusable for the run: the
+    connection lost, or its prepared statements (PREPARED_GONE): a run
+    connects again for either."""
+    return connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE
 
 
 def connection_lost(conn: psycopg.Connection[Any] | None) -> bool:

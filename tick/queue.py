@@ -336,7 +336,7 @@ def record_each(
     connection raises, as in `round_trip`, and so does a prepared statement
     the session lost (the run connects again, `tick.db.PREPARED_GONE`).
     """
-    from tick.db import PREPARED_GONE, connection_lost, row_fault
+    from tick.db import row_fault, session_lost
 
     done = RoundTrip({}, {}, [])
     refused: list[tuple[int, str, BaseException]] = []
@@ -345,7 +345,7 @@ def record_each(
         try:
             one = round_trip(conn, single, None)
         except Exception as error:
-            if connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE:
+            if session_lost(conn, error):
                 raise
             if not row_fault(error):  # not the row's: it fails no job (decision 0036)
                 unsent = unsent + single

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tick.db import as_database_error, connect
@@ -39,6 +40,33 @@ LISTEN_CHANNEL = "awc_jobs"
 # A listening connection lost after this long was healthy: the next
 # reconnect waits the first delay again. So does a run of the tick runner.
 LISTEN_HELD_SECS = RUN_HELD_SECS = 30.0
+
+
+@dataclass
+class Failing:
+    """The loop's tick runner's failures since it last held (SPEC §7.2)."""
+
+    settle_secs: float  # how long a run again goes without failing to count as well
+    since: float | None = None  # the first failure of this streak
+    why: str = ""  # the last one's `awc:` text
+    attempts: int = 0
+    again: float | None = None  # when the runner last started a run
+
+    def failed(self, began: float, why: str) -> int:
+        """A run that began at `began` failed: the streak's attempts so far.
+        A run that held RUN_HELD_SECS starts a new streak (and backoff)."""
+        now = time.monotonic()
+        if self.since is None or now - began >= RUN_HELD_SECS:
+            self.since, self.attempts = began, 0
+        self.why, self.attempts, self.again = why, self.attempts + 1, None
+        return self.attempts
+
+    def trouble(self, now: float) -> str | None:
+        """What /readyz says while failing and until a run holds settle_secs."""
+        if self.since is None or (self.again is not None
+                                  and now - self.again >= self.settle_secs):
+            return None
+        return f"the tick runner failing for {now - self.since:.0f} s ({self.why[:200]})"
 
 
 def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
@@ -190,11 +218,9 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
     metrics = Metrics()
     conn = open_database(settings, purpose="tick-runner")
     engines: list[Engine] = []
-    # The tick runner's failures: since, why, how many, when it ran again.
-    failing: list[tuple[float, str, int, float | None]] = []
     # A run that ran again this long without failing (a claim in each poll)
     # makes the process ready again.
-    settle_secs = max(5.0, 2 * settings.worker_poll_interval_ms / 1000)
+    failing = Failing(settle_secs=max(5.0, 2 * settings.worker_poll_interval_ms / 1000))
 
     def troubles() -> list[str]:
         # A stuck exchange, the engine retrying a lost database (SPEC §7.2),
@@ -204,11 +230,8 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
         found = database_troubles(lambda: engines[0].unreachable_since if engines else None)
         leases = engines[0].leases if engines else None
         why = leases.trouble(time.monotonic()) if leases is not None else None
-        since, error, _, again = failing[0] if failing else (0.0, "", 0, None)
-        if failing and (again is None or time.monotonic() - again < settle_secs):
-            found.append(f"the tick runner failing for {time.monotonic() - since:.0f} s "
-                         f"({error[:200]})")
-        return [*found, why] if why else found
+        runner = failing.trouble(time.monotonic())
+        return [*found, *([runner] if runner else []), *([why] if why else [])]
 
     try:
         prepare_handlers(settings)
@@ -245,9 +268,7 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
         # never exits for a transient database error). It runs again after a
         # backoff, /readyz 503 naming the error meanwhile.
         while not stop.is_set():
-            began = time.monotonic()
-            if failing:
-                failing[0] = (*failing[0][:3], began)
+            began = failing.again = time.monotonic()
             try:
                 last = engine.run(spec, stop)
             except DatabaseError as error:
@@ -256,18 +277,14 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
                 if engine.last_tick_id is not None:  # the busy stretch it ended (SPEC §16)
                     record_failure(settings, spec.history, engine.last_tick_id, error,
                                    report=engine.last_report)
-                if time.monotonic() - began >= RUN_HELD_SECS:
-                    failing.clear()  # it had been running: the backoff starts again
                 # The next run opens a connection of its own: a database's or
                 # role's settings (a failover's read-only default, reset) reach
                 # new sessions only, and the old one refused for ever.
                 engine.close()
-                since, attempts = (failing[0][0], failing[0][2]) if failing else (began, 0)
-                failing[:] = [(since, str(error), attempts + 1, None)]
-                events.log("error", "tick_failed", error=str(error), attempt=attempts + 1)
-                stop.wait(reconnect_delay(attempts, jitter))
+                attempts = failing.failed(began, str(error))
+                events.log("error", "tick_failed", error=str(error), attempt=attempts)
+                stop.wait(reconnect_delay(attempts - 1, jitter))
                 continue
-            failing.clear()
             if last.claimed:
                 report(last)
             return

@@ -82,9 +82,9 @@ class Coordinator:
         try:
             while True:
                 try:
-                    # The pass opens the run's row by its key: sent again, it
-                    # finds the row it wrote (SPEC §16, open_tick.sql).
-                    maintained = maintained or self._maintain()
+                    if not maintained:  # sent again, it finds the row it opened (SPEC §16)
+                        self._maintain()
+                        maintained = True
                     # Each exchange answers before a lease could lapse (SPEC §26).
                     with answering_by(self.engine.conn, self.leases.answer_by()):
                         if not self._step():
@@ -245,10 +245,10 @@ class Coordinator:
 
     # -- maintenance, claims and outcomes -------------------------------------
 
-    def _maintain(self) -> bool:
+    def _maintain(self) -> None:
         maintenance = self.engine.maintenance
         if maintenance is None:
-            return True
+            return
         conn = self.engine.conn  # once: after a failure the property would open a new one
         try:
             # A loop's rows are its stretches, not its runs. The tick's deadline
@@ -264,7 +264,6 @@ class Coordinator:
         self.claims.seeded(done.seed, done.key_seed)  # SPEC §24: start where the last run left off
         self.report.rescued, self.report.pruned = report.rescued, report.pruned
         self.report.fired = report.fired
-        return True
 
     def _round_trip(self, claim: ClaimRequest | None) -> None:
         batch = self.flush.take()

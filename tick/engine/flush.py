@@ -121,7 +121,7 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     record the outcomes apart instead, without the tail; a lost connection
     raises, as does a prepared statement the session lost (a pooler's: the
     run connects again, tick.db.PREPARED_GONE)."""
-    from tick.db import PREPARED_GONE, connection_lost
+    from tick.db import session_lost
 
     if batch.writes.lost:  # a lost claim's jobs, released as any release is
         batch.writes.release += held_claims(conn, batch.writes.lost)
@@ -129,7 +129,7 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     try:
         return round_trip(conn, batch.writes, claim, tail)
     except Exception as error:
-        if connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE:
+        if session_lost(conn, error):
             raise
         return _record_apart(conn, batch.writes, claim, error, events)
 
@@ -138,9 +138,6 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
 # lock timeout, a cancel) is sent again, seconds: such a refusal is usually
 # gone in a moment, and the coordinator waits meanwhile.
 RESEND_PAUSES = (0.1, 0.3)
-# Refusals of a claim that pass (a cancel, a lock timeout, a serialization
-# failure, a deadlock): that turn claims nothing, the run goes on.
-PASSING = ("57014", "55P03", "40001", "40P01")
 
 
 def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
@@ -152,7 +149,7 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
     never failed (decision 0036). Then claim on its own: a claim the server
     refuses is a statement error, raised as such (never taken for a lost
     connection, SPEC §4.2)."""
-    from tick.db import connection_lost
+    from tick.db import PASSING_FAULTS, session_lost
 
     done, refused, unsent = record_each(conn, writes)
     for pause in RESEND_PAUSES:
@@ -193,7 +190,7 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
             # A cancel, a lock timeout, a deadlock: the claim rolled back
             # whole and claims nothing this turn; ending the run for it left
             # the jobs still running to their leases (decision 0036).
-            if connection_lost(conn) or getattr(why, "sqlstate", None) not in PASSING:
+            if session_lost(conn, why) or getattr(why, "sqlstate", None) not in PASSING_FAULTS:
                 raise
             events.log("warning", "claim_refused", error=f"{type(why).__name__}: "
                        f"{_first_line(why)}")

@@ -527,3 +527,65 @@ def test_a_statement_a_tick_gave_up_on_is_cancelled_not_committed_later(
     rows = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = ANY(%s)",
                         (ids,)).fetchall()
     assert rows == [("PENDING", 0)] * 3
+
+
+@pytest.mark.timeout(60)
+def test_a_tick_whose_connection_is_ended_as_it_checks_the_schema_rides_it_out(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """A backend ended while the tick checked its schema (a failover, an
+    administrator's pg_terminate_backend) ended the tick, exit 1 with
+    "database error: AdminShutdown", though nothing was wrong but that
+    connection. It connects again, as it would later in the run (0035)."""
+    from tick.migrate import MIGRATION_LOCK_KEY
+
+    job = enqueue(conn, "noop")
+    holder = psycopg.connect(conn.info.dsn, autocommit=True)
+    try:
+        # The schema check waits for this lock: the moment to end its backend.
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        proc = spawn(awc_env, "tick", "--max-secs", "30")
+        try:
+            pid = wait_for(lambda: conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'advisory' "
+                "AND datname = current_database() AND pid <> %s", (holder.info.backend_pid,)
+            ).fetchone(), timeout=20, what="the tick to wait at its schema check")[0]
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+            _, err = proc.communicate(timeout=40)
+        finally:
+            stop(proc)
+    finally:
+        holder.close()
+    assert proc.returncode == 0, err[-2000:]
+    assert "awc:" not in err and "Traceback" not in err
+    assert conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s",
+                        (job,)).fetchone() == ("COMPLETED", 1)
+
+
+@pytest.mark.parametrize(("error", "ended"), [
+    (psycopg.errors.AdminShutdown(), True),
+    (psycopg.errors.CrashShutdown(), True),
+    (psycopg.errors.IdleSessionTimeout(), True),
+    (psycopg.errors.IdleInTransactionSessionTimeout(), True),
+    (psycopg.errors.ConnectionFailure(), True),
+    (psycopg.OperationalError("cannot exit pipeline mode while busy"), True),
+    (psycopg.errors.QueryCanceled(), False),
+    (psycopg.errors.DiskFull(), False),
+    (psycopg.errors.PipelineAborted(), False),
+    (psycopg.errors.CheckViolation(), False),
+    (ValueError("not the database's"), False),
+])
+def test_an_error_that_ends_the_session_is_a_lost_connection(
+    error: BaseException, ended: bool,
+) -> None:
+    """A FATAL from the server can reach psycopg before the socket's end: the
+    connection does not look closed yet ("maintenance: OperationalError:
+    cannot exit pipeline mode while busy" ended a tick). Told by the error,
+    or by the one it was raised while handling."""
+    from tick.db import session_ended
+
+    assert session_ended(error) is ended
+    later = psycopg.errors.PipelineAborted()  # raised while handling `error`
+    later.__context__ = error
+    assert session_ended(later) is ended

@@ -251,7 +251,7 @@ def wait_command(job_id: int, timeout: float) -> None:
     SPEC §20."""
     import time
 
-    from tick.db import connection_lost
+    from tick.db import session_lost
     from tick.engine.backoff import Jitter, reconnect_delay
     from tick.errors import AwcError
     from tick.waiting import wait
@@ -283,8 +283,8 @@ def wait_command(job_id: int, timeout: float) -> None:
                 outcome = wait(conn, job_id, max(end - time.monotonic(), 0.0))
             except TimeoutError:
                 raise AwcError(f"job {job_id} is not final after {timeout:g}s") from None
-            except Exception:
-                if not connection_lost(conn) or time.monotonic() >= end:
+            except Exception as error:
+                if not session_lost(conn, error) or time.monotonic() >= end:
                     raise
                 # The delays start again after a connection that held (an
                 # hour's wait through a few failovers kept its longest one).

@@ -138,6 +138,9 @@ PREPARED_GONE = ("26000", "42P05")
 POOLER_HINT = ("a transaction pooler in front of PostgreSQL? set AWC_DB_PREPARE=false, or "
                "max_prepared_statements in PgBouncer 1.21 or later; meanwhile awc connects "
                "again without prepared statements")
+# The server ended the session (an administrator, a shutdown, an idle
+# timeout), besides class 08: its FATAL can come before the socket's end.
+SESSION_ENDED = ("57P01", "57P02", "57P03", "57P05", "25P03")
 # Refusals of a claim that pass (a cancel, a lock timeout, a serialization
 # failure, a deadlock): that turn claims nothing, the run goes on.
 PASSING_FAULTS = ("57014", "55P03", "40001", "40P01")
@@ -156,13 +159,32 @@ def session_lost(conn: psycopg.Connection[Any] | None, error: BaseException) -> 
     """Whether `error` leaves `conn`'s session unusable for the run: the
     connection lost, or its prepared statements (PREPARED_GONE): a run
     connects again for either."""
-    return connection_lost(conn) or getattr(error, "sqlstate", None) in PREPARED_GONE
+    return (connection_lost(conn) or session_ended(error)
+            or getattr(error, "sqlstate", None) in PREPARED_GONE)
 
 
 def connection_lost(conn: psycopg.Connection[Any] | None) -> bool:
     """True when `conn` can no longer be used (as opposed to a statement the
     server refused on a healthy connection)."""
     return conn is None or conn.closed or conn.broken
+
+
+def session_ended(error: BaseException | None) -> bool:
+    """Whether `error`, or one it was raised while handling, says the session
+    is over, its connection perhaps not yet closed: the server ended it, or
+    libpq failed on its own (an OperationalError with no SQLSTATE: "cannot
+    exit pipeline mode while busy" after a FATAL)."""
+    import psycopg
+
+    for _ in range(8):  # a chain, bounded: a handler's error may chain itself
+        if error is None:
+            return False
+        sqlstate = getattr(error, "sqlstate", None)
+        if (str(sqlstate or "")[:2] == "08" or sqlstate in SESSION_ENDED
+                or (type(error) is psycopg.OperationalError and sqlstate is None)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def database_error(
@@ -190,7 +212,8 @@ def database_error(
         global _shared_sessions
         _shared_sessions = True
         return DatabaseError(f"{doing}: {kind}: {detail} ({POOLER_HINT})", connection_lost=True)
-    return DatabaseError(f"{doing}: {kind}: {detail}", connection_lost=connection_lost(conn))
+    return DatabaseError(f"{doing}: {kind}: {detail}",
+                         connection_lost=connection_lost(conn) or session_ended(error))
 
 
 def as_database_error(

@@ -211,9 +211,11 @@ def _invoke(event: Any, context: Any) -> dict[str, Any]:
     remaining = _remaining_secs(context)
     deadline = began + remaining - settings.lambda_margin_secs
     observer = LambdaObserver()
+    from tick.db import CONNECT_TIMEOUT_SECS
     from tick.watchdog import DEADLINE_GRACE_SECS
 
-    conn = WARM.connection(settings, deadline + DEADLINE_GRACE_SECS)
+    conn = WARM.connection(settings, deadline + DEADLINE_GRACE_SECS,
+                           ride_out_until=deadline - CONNECT_TIMEOUT_SECS)
     WARM.prepare(settings)
     if WARM.engine is None:
         WARM.engine = engine_for(settings, conn, events=LambdaEvents(),

@@ -26,22 +26,51 @@ if TYPE_CHECKING:
 
 def open_database(settings: Settings, *, answer_by: float | None = None,
                   purpose: str = "database", dsn: str | None = None,
-                  migrations: bool = True) -> psycopg.Connection[Any]:
+                  migrations: bool = True,
+                  ride_out_until: float | None = None) -> psycopg.Connection[Any]:
     """Connect and apply (or check) migrations per `AWC_MIGRATE`; with
     `answer_by` (a tick's deadline plus its grace), neither waits past it.
     `dsn` replaces the settings' URL (the Lambda's from Secrets Manager);
     without `migrations` the schema is taken as checked already (a warm
-    Lambda's new connection: migrations run on a cold start only)."""
-    conn = connect(dsn or settings.dsn(), prepare=settings.db_prepare, answer_by=answer_by,
-                   purpose=purpose)
-    if not migrations:
-        return conn
-    try:
-        migrate(conn, settings.migrate)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    Lambda's new connection: migrations run on a cold start only).
+
+    A connection lost once connected (a failover, an ended backend, as the
+    schema is checked) is ridden out until `ride_out_until` (a
+    `time.monotonic()` instant), as a run rides out one it loses later
+    (decision 0035); a first connect that fails is the run's error at once,
+    so a wrong host or password is said now, not at the deadline."""
+    import time
+
+    import psycopg
+
+    from tick.db import as_database_error
+    from tick.engine.backoff import Jitter, reconnect_delay
+    from tick.errors import DatabaseError
+
+    attempt, jitter, connected = 0, Jitter(settings.worker_id), False
+    while True:
+        conn = None
+        try:
+            conn = connect(dsn or settings.dsn(), prepare=settings.db_prepare,
+                           answer_by=answer_by, purpose=purpose)
+            connected = True
+            if migrations:
+                try:
+                    migrate(conn, settings.migrate)
+                except psycopg.Error as error:  # lost as the schema was checked, or refused
+                    raise as_database_error(error, "migrating the schema", conn) from None
+            return conn
+        except BaseException as error:
+            if conn is not None:
+                conn.close()
+            # A first connect that fails is no loss: unreachable from the start.
+            delay = reconnect_delay(attempt, jitter)
+            if (not isinstance(error, DatabaseError) or not error.connection_lost
+                    or not connected or ride_out_until is None
+                    or time.monotonic() + delay >= ride_out_until):
+                raise
+        time.sleep(delay)
+        attempt += 1
 
 
 def open_operator_database(settings: Settings,

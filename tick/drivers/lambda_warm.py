@@ -53,10 +53,12 @@ class Warm:
             self.prepared = True
 
     def connection(
-        self, settings: Settings, answer_by: float | None = None
+        self, settings: Settings, answer_by: float | None = None,
+        ride_out_until: float | None = None,
     ) -> psycopg.Connection[Any]:
         """The warm connection, or a new one when there is none or it broke
-        (not pinged: see the module's docstring)."""
+        (not pinged: see the module's docstring); one lost as the schema is
+        checked is ridden out until `ride_out_until` (`open_database`)."""
         if self.conn is not None and not self.conn.closed and not self.conn.broken:
             self.reused = True
             return self.conn
@@ -68,8 +70,8 @@ class Warm:
         # Connect and migrate by the invocation's deadline (`answer_by`), even
         # against a silent server; the warm connection then outlives it.
         conn = open_database(
-            settings, answer_by=answer_by, dsn=database_url(settings), migrations=not self.migrated
-        )
+            settings, answer_by=answer_by, dsn=database_url(settings), migrations=not self.migrated,
+            ride_out_until=ride_out_until)
         self.migrated = True  # cold start only
         watch(conn, answer_by=None)
         self.conn = conn

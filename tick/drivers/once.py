@@ -88,12 +88,15 @@ def _tick(
     began: float,
     metrics: Any,
 ) -> TickReport:
+    from tick.db import CONNECT_TIMEOUT_SECS
     from tick.watchdog import DEADLINE_GRACE_SECS
 
     deadline = began + settings.tick_max_secs
     # From connect on, nothing waits on the database past the deadline and
-    # its grace, even a server that keeps its socket open and never answers.
-    conn = open_database(settings, answer_by=deadline + DEADLINE_GRACE_SECS)
+    # its grace, even a server that keeps its socket open and never answers;
+    # a connection lost as the schema is checked is ridden out (0035).
+    conn = open_database(settings, answer_by=deadline + DEADLINE_GRACE_SECS,
+                         ride_out_until=deadline - CONNECT_TIMEOUT_SECS)
     try:
         prepare_handlers(settings)
         engine = engine_for(settings, conn, events=StreamEvents(settings.log_format),

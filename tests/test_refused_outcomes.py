@@ -273,3 +273,123 @@ def test_a_claim_cancelled_after_a_refused_batch_ends_no_running_job(db_url: str
         assert report.completed == 2
         rows = conn.execute("SELECT id, state, attempts FROM awc.jobs ORDER BY id").fetchall()
     assert rows == [(slow_id, "COMPLETED", 1), (first, "COMPLETED", 1), (later, "PENDING", 0)]
+
+
+class _Logged:
+    """The run's log events, by name (its job events are not looked at)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+
+    def jobs(self, events: Any) -> None:
+        pass
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        self.seen.append((event, fields))
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [fields for name, fields in self.seen if name == event]
+
+
+def _hold_row(db_url: str, job_id: int, secs: float) -> None:
+    """Another session holds the job's row for `secs`, as an operator's
+    transaction would, from before its handler returns."""
+    import threading
+
+    other = psycopg.connect(db_url, autocommit=True)
+    other.execute("BEGIN")
+    other.execute("SELECT 1 FROM awc.jobs WHERE id = %s FOR UPDATE", (job_id,))
+
+    def let_go() -> None:
+        other.execute("COMMIT")
+        other.close()
+
+    threading.Timer(secs, let_go).start()
+
+
+def _locked_engine(db_url: str, reg: Registry, events: _Logged) -> Any:
+    from tick.db import connect
+    from tick.engine.api import Engine
+
+    def engine_conn() -> psycopg.Connection[Any]:
+        found = connect(db_url)
+        found.execute("SET lock_timeout = '50ms'")  # as a role or a database may set it
+        return found
+
+    return Engine(engine_conn, registry=reg, events=events)
+
+
+@pytest.mark.timeout(60)
+def test_an_outcome_kept_out_for_seconds_is_sent_again_and_the_rest_drains(
+    db_url: str,
+) -> None:
+    """docs/decisions/0036: an outcome a held row keeps out past the quick
+    resends was left to its lease, and with one attempt the rescue failed it
+    `LeaseExpired` though its handler had succeeded. It is carried and sent
+    again alone while the run goes on, and the jobs claimed meanwhile are
+    recorded in their own round trips, not held up behind it."""
+    from tick.db import connect
+    from tick.engine.spec import RunSpec
+
+    def held(ctx: Any, payload: Any) -> dict[str, bool]:
+        _hold_row(db_url, ctx.job_id, 2.5)
+        return {"held": True}
+
+    def quick(ctx: Any, payload: Any) -> dict[str, bool]:
+        time.sleep(0.01)
+        return {"quick": True}
+
+    events = _Logged()
+    with connect(db_url) as conn:
+        held_id = enqueue(conn, "held", max_attempts=1, priority=5)
+        quick_ids = enqueue_many(conn, [{"kind": "quick"}] * 200)
+        engine = _locked_engine(db_url, registry_with(held=held, quick=quick), events)
+        try:
+            report = engine.run(RunSpec(deadline=time.monotonic() + 30, concurrency=4))
+        finally:
+            engine.close()
+        assert (report.completed, report.failed, report.discarded) == (201, 0, 0)
+        assert conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s",
+                            (held_id,)).fetchone() == ("COMPLETED", 1)
+        states = conn.execute("SELECT state, count(*) FROM awc.jobs WHERE id = ANY(%s) "
+                              "GROUP BY state", (quick_ids,)).fetchall()
+        # Every quick job was recorded before the held row went: none waited for it.
+        late = conn.execute(
+            "SELECT count(*) FROM awc.jobs AS q, awc.jobs AS h WHERE q.id = ANY(%s) "
+            "AND h.id = %s AND q.finished_at >= h.finished_at", (quick_ids, held_id)).fetchone()
+    assert states == [("COMPLETED", 200)]
+    assert late == (0,)
+    assert [e["job_id"] for e in events.named("outcome_kept_out")] == [held_id]
+    assert events.named("outcome_unrecorded") == []
+
+
+@pytest.mark.timeout(60)
+def test_an_outcome_kept_out_until_the_deadline_is_left_to_its_lease_in_time(
+    db_url: str,
+) -> None:
+    """docs/decisions/0036: kept out for longer than the run may last, the
+    outcome is tried a last time a second before the deadline and left to
+    its lease (`outcome_unrecorded`); the run ends by its deadline."""
+    from tick.db import connect
+    from tick.engine.spec import RunSpec
+
+    def held(ctx: Any, payload: Any) -> dict[str, bool]:
+        _hold_row(db_url, ctx.job_id, 6.0)
+        return {"held": True}
+
+    events = _Logged()
+    with connect(db_url) as conn:
+        held_id = enqueue(conn, "held")
+        engine = _locked_engine(db_url, registry_with(held=held), events)
+        began = time.monotonic()
+        try:
+            report = engine.run(RunSpec(deadline=began + 3.5, concurrency=2))
+        finally:
+            engine.close()
+        took = time.monotonic() - began
+        row = conn.execute("SELECT state, attempts FROM awc.jobs WHERE id = %s",
+                           (held_id,)).fetchone()
+    assert row == ("RUNNING", 1)  # its lease brings it back (SPEC §12)
+    assert 2.0 < took < 3.6, took
+    assert report.completed == 0
+    assert [e["job_id"] for e in events.named("outcome_unrecorded")] == [held_id]

@@ -171,6 +171,8 @@ class RoundTrip:
     fair: FairAnswer = NO_FAIR
     # the claimed jobs whose producer set a timeout (SPEC §26): id -> secs
     timeouts: dict[int, float] = field(default_factory=dict)
+    # writes a refusal not their own kept out (`record_each`): sent again later
+    kept: Writes = field(default_factory=Writes)
 
 def array_literal(values: Sequence[str | None]) -> str:
     """`values` as one PostgreSQL array literal (NULL for None, every other

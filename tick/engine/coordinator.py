@@ -26,7 +26,7 @@ from tick.db import CONNECT_TIMEOUT_SECS, as_database_error
 from tick.engine.backoff import Jitter, reconnect_delay
 from tick.engine.claims import Claims
 from tick.engine.context import JobContext
-from tick.engine.flush import Flush, send, settle
+from tick.engine.flush import Flush, resend_kept, send, settle
 from tick.engine.heartbeats import Heartbeats
 from tick.engine.leases import FENCE_CHECK_SECS, LEASE_LOST_ERROR, Leases, fence_check
 from tick.engine.maintain import maintain
@@ -36,10 +36,9 @@ from tick.engine.row import HistoryRow
 from tick.engine.slots import WAKE, Heartbeat, Run, cut_at_deadline, handler_stack
 from tick.engine.spec import RunSpec
 from tick.errors import DatabaseError
-from tick.history import Tail
 from tick.queue import ClaimedRow, ClaimRequest
 from tick.report import TickReport
-from tick.words import Record, StopReason
+from tick.words import Record
 
 # Longest the coordinator sleeps without looking at deadlines and stop.
 MAX_WAIT_SECS = 0.5
@@ -117,6 +116,8 @@ class Coordinator:
         self.flush.writes.renewals = self.leases.pick(now, going)
         if self.flush or claim is not None:
             self._round_trip(claim)
+        if self.flush.kept:  # outcomes a refusal kept out go alone, now and then (0036)
+            self._resend_kept(now)
         if fence_due:
             self.next_fence_check = now + FENCE_CHECK_SECS
             fence_check(self.engine.conn, self.running, time.perf_counter())
@@ -124,7 +125,7 @@ class Coordinator:
             self.row.keep_alive(self.engine.conn, now, self.engine.events)
         if self.flush:
             return True  # outcomes recorded at the claim moment: flush them now
-        if not self.running and not self.claims.may_claim_later():
+        if not (self.running or self.flush.kept or self.claims.may_claim_later()):
             return False
         if not self.running and self.claims.idle(now) and not self.claims.held_back:
             self._report_stretch()
@@ -144,26 +145,6 @@ class Coordinator:
         self.began = time.monotonic()
 
     # -- the history row (SPEC §16) -------------------------------------------
-
-    def _foresee(self, claim: ClaimRequest | None, batch: Flush) -> tuple[Tail, TickReport] | None:
-        """If this round trip may end the run (a loop: its busy stretch), the
-        closing statement to send last in it: nothing else runs, so the run
-        ends unless its claim, if any, takes a job (SPEC §16: no round trip
-        of its own on the hot path)."""
-        if self.running:
-            return None
-        reason: StopReason
-        if self.spec.continuous:
-            if claim is None or self.report.claimed == 0:
-                return None  # a stretch ends only at a claim that comes back short
-            reason = self.report.stop_reason
-        elif claim is None:
-            if self.claims.ended is None:
-                return None
-            reason = self.claims.stop_reason(self.deadline_cuts)
-        else:
-            reason = "deadline" if self.deadline_cuts else "drained"
-        return self.row.foresee(self.report, batch, claim, reason, self.began)
 
     def _close_history(self) -> None:
         self.row.close(self.engine.conn, self.report, self.began, self.engine.events)
@@ -270,7 +251,9 @@ class Coordinator:
         asked = batch.writes.renewals
         sent = time.monotonic()
         conn = self.engine.conn
-        closing = self._foresee(claim, batch)
+        closing = None if self.running or self.flush.kept else self.row.foresee(
+            self.report, batch, claim, self.claims.ended and self.claims.stop_reason(
+                self.deadline_cuts), self.deadline_cuts, self.began)
         # A loop's first claim of a stretch opens the stretch's row (SPEC §16).
         opening = self.row.opening(claim) if closing is None and not self.report.claimed \
             else None
@@ -294,12 +277,28 @@ class Coordinator:
         if claim is not None:  # before settle's read: a connection lost there loses no job
             self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair)
             self._dispatch(result.claimed, sent, result.timeouts)
+        self.flush.keep(result.kept, batch.written, sent)  # not counted while kept out
         try:
             settle(conn, batch.written, result.recorded, self.report, self.engine.events,
                    self.engine.observer)
         except Exception as error:
             self.flush.unsettled(batch)  # counted once the connection is back
             raise as_database_error(error, "reading fenced-out jobs", conn) from None
+
+    def _resend_kept(self, now: float) -> None:
+        """The outcomes kept out, sent again when due, the last time a second
+        before the run must end (a stop: its grace); then left to their leases."""
+        end = math.inf if self.spec.deadline is None else self.spec.deadline
+        if self.stopping_since is not None:
+            end = min(end, self.stopping_since + self.spec.stop_grace_secs)
+        if now < min(self.flush.kept_due, end - 1.0):
+            return
+        conn = self.engine.conn
+        try:
+            resend_kept(conn, self.flush, now, now >= end - 1.0, self.report,
+                        self.engine.events, self.engine.observer)
+        except Exception as error:
+            raise as_database_error(error, "recording outcomes kept out", conn) from None
 
     def _dispatch(self, rows: list[ClaimedRow], sent: float,
                   timeouts: dict[int, float] | None = None) -> None:

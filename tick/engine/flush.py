@@ -45,6 +45,13 @@ class Flush:
     writes: Writes = field(default_factory=Writes)
     written: dict[int, tuple[Run, Record]] = field(default_factory=dict)
     heartbeats: list[Heartbeat] = field(default_factory=list)
+    # Outcomes a refusal not their own kept out past RESEND_PAUSES (a row an
+    # operator's transaction holds): sent again alone, every KEPT_PAUSES,
+    # while the run lasts, never in a round trip's batch (decision 0036).
+    kept: Writes = field(default_factory=Writes)
+    kept_written: dict[int, tuple[Run, Record]] = field(default_factory=dict)
+    kept_tries: int = 0
+    kept_due: float = 0.0
 
     def __bool__(self) -> bool:
         return bool(self.writes)
@@ -107,6 +114,37 @@ class Flush:
                                    release=done.release, continuations=done.continuations),
                             batch.written))
 
+    def keep(self, kept: Writes, written: dict[int, tuple[Run, Record]], now: float) -> None:
+        """Carry the outcomes of `kept` (their entries taken out of
+        `written`, so that settle does not count them yet) to be sent again
+        at `kept_due`; heartbeats and renewals kept out are not carried (the
+        handler's call failed; the engine picks renewals again)."""
+        outcomes = Writes(complete=kept.complete, retry=kept.retry, fail=kept.fail,
+                          release=kept.release, continuations=kept.continuations)
+        if not outcomes:
+            if not self.kept:
+                self.kept_tries = 0
+            return
+        for single in outcomes.singles():
+            job_id = single.first()[0]
+            if job_id in written:
+                self.kept_written[job_id] = written.pop(job_id)
+        self.kept = self.kept + outcomes
+        self.kept_due = now + KEPT_PAUSES[min(self.kept_tries, len(KEPT_PAUSES) - 1)]
+        self.kept_tries += 1
+
+    def take_kept(self) -> Flush:
+        """The outcomes kept out, for a resend; none are kept meanwhile."""
+        batch = Flush(self.kept, self.kept_written)
+        self.kept, self.kept_written = Writes(), {}
+        return batch
+
+    def unkept(self) -> dict[int, tuple[Run, Record]]:
+        """Give up on the outcomes kept out (the run ends): their jobs are
+        left to their leases. What they were written for, to be counted."""
+        written, self.kept, self.kept_written = self.kept_written, Writes(), {}
+        return written
+
     def release_heartbeats(self) -> None:
         """Answer every waiting heartbeat with "lost" (the run is over)."""
         for beat in self.heartbeats:
@@ -131,28 +169,34 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     except Exception as error:
         if session_lost(conn, error):
             raise
-        return _record_apart(conn, batch.writes, claim, error, events)
+        return record_apart(conn, batch.writes, claim, error, events)
 
 
 # The pauses before an outcome a refusal that was not its own kept out (a
 # lock timeout, a cancel) is sent again, seconds: such a refusal is usually
 # gone in a moment, and the coordinator waits meanwhile.
 RESEND_PAUSES = (0.1, 0.3)
+# Then, while the run lasts, it is sent again alone after each of these
+# (the last repeated), between the coordinator's other turns: a row held
+# for an hour slows nothing else, and a run that ends first leaves the job
+# to its lease (`outcome_unrecorded`).
+KEPT_PAUSES = (1.0, 2.0, 5.0, 10.0)
 
 
-def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
-                  error: Exception, events: EventSink) -> RoundTrip:
-    """Record the outcomes of a refused batch one by one; each one the
-    database refuses for its values becomes a Fail naming the refusal. One
-    another refusal kept out is sent again after a pause, twice; if it is
-    still kept out, its job is left to its lease (`outcome_unrecorded`),
-    never failed (decision 0036). Then claim on its own: a claim the server
-    refuses is a statement error, raised as such (never taken for a lost
-    connection, SPEC §4.2)."""
+def record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequest | None,
+                 error: Exception | None, events: EventSink,
+                 pauses: tuple[float, ...] = RESEND_PAUSES) -> RoundTrip:
+    """Record the outcomes of a refused batch (or of those kept out before,
+    `error` None) one by one; each one the database refuses for its values
+    becomes a Fail naming the refusal. One another refusal kept out is sent
+    again after each of `pauses`; if it is still kept out, it is returned in
+    `kept` (`Flush.keep`), never failed (decision 0036). Then claim on its
+    own: a claim the server refuses is a statement error, raised as such
+    (never taken for a lost connection, SPEC §4.2)."""
     from tick.db import PASSING_FAULTS, session_lost
 
     done, refused, unsent = record_each(conn, writes)
-    for pause in RESEND_PAUSES:
+    for pause in pauses:
         if not unsent:
             break
         time.sleep(pause)
@@ -178,11 +222,13 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
                 events.log("error", "outcome_unrecorded", job_id=job_id)
         unsent = unsent + kept
         events.log("warning", "outcomes_refused", count=len(refused),
-                   error=type(error).__name__)
-    for write in unsent.singles():  # a heartbeat kept out fails the handler's call only
-        if not (write.lease_extensions or write.checkpoint):
-            events.log("error", "outcome_unrecorded", job_id=write.first()[0],
-                       error=f"{type(error).__name__}: {_first_line(error)}")
+                   error=type(error or refused[0][2]).__name__)
+    if error is not None:  # the first time: sent again later, alone (Flush.keep)
+        for write in unsent.singles():
+            if not (write.lease_extensions or write.checkpoint):
+                events.log("warning", "outcome_kept_out", job_id=write.first()[0],
+                           error=f"{type(error).__name__}: {_first_line(error)}")
+    done.kept = unsent
     if claim is not None:
         try:
             claimed = round_trip(conn, Writes(), claim)
@@ -198,6 +244,32 @@ def _record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimReq
         done.claimed, done.mark = claimed.claimed, claimed.mark
         done.timeouts = claimed.timeouts
     return done
+
+
+def resend_kept(conn: psycopg.Connection[Any], flush: Flush, now: float, last: bool,
+                report: TickReport, events: EventSink, observer: Observer) -> None:
+    """Send the outcomes `flush` kept out again, each alone, and count those
+    recorded (or refused for their values, a Fail); what is still kept out
+    waits for its next turn, or, the `last` time, is left to its lease
+    (`outcome_unrecorded`: the rescue finds it). A lost connection raises
+    with the outcomes kept, as they were."""
+    batch = flush.take_kept()
+    try:
+        done = record_apart(conn, batch.writes, None, None, events, pauses=())
+    except Exception:
+        flush.keep(batch.writes, batch.written, now)
+        raise
+    flush.keep(done.kept, batch.written, now)
+    if last:
+        for job_id in flush.kept_written:
+            events.log("error", "outcome_unrecorded", job_id=job_id,
+                       error="kept out by a refusal not its own until the run ended")
+        batch.written.update(flush.unkept())  # counted as the fence would leave them
+    try:
+        settle(conn, batch.written, done.recorded, report, events, observer)
+    except Exception:
+        flush.unsettled(batch)  # counted once the connection is back
+        raise
 
 
 def retry_state(attempts: int, max_attempts: int) -> str:

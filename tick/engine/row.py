@@ -67,7 +67,7 @@ class HistoryRow:
         alive, so the stretch has not died. Off the hot path (once per half
         lease). A lost connection is the run's to recover (`DatabaseError`);
         a refused renewal is only a warning."""
-        from tick.db import as_database_error, connection_lost
+        from tick.db import as_database_error, session_lost
 
         if self.tick_id is None or now < self.renew_at:
             return
@@ -75,7 +75,7 @@ class HistoryRow:
         try:
             renew(conn, self.tick_id, self.spec.lease_secs)
         except Exception as error:
-            if connection_lost(conn):
+            if session_lost(conn, error):
                 raise as_database_error(error, "renewing the tick history row", conn) from None
             events.log("warning", "tick_history_failed", error=type(error).__name__)
 
@@ -96,9 +96,25 @@ class HistoryRow:
         return closing(self.tick_id, start, report, slots, seed=self.seed(time.monotonic()))
 
     def foresee(self, report: TickReport, batch: Flush, claim: ClaimRequest | None,
-                stop_reason: StopReason, began: float) -> tuple[Tail, TickReport] | None:
-        """The closing statement for a round trip that may end the run, with
-        the report it foresees: `report` once `batch` is settled."""
+                ended: StopReason | None, deadline_cuts: int,
+                began: float) -> tuple[Tail, TickReport] | None:
+        """If this round trip may end the run (a loop: its busy stretch), its
+        closing statement, with the report it foresees: `report` once `batch`
+        is settled. Nothing else runs (the caller asks only then), so the run
+        ends unless `claim`, if any, takes a job; `ended` is why a run that
+        claims no more ends, if it does (SPEC §16: no round trip of its own on
+        the hot path)."""
+        stop_reason: StopReason
+        if self.spec.continuous:
+            if claim is None or report.claimed == 0:
+                return None  # a stretch ends only at a claim that comes back short
+            stop_reason = report.stop_reason
+        elif claim is None:
+            if ended is None:
+                return None
+            stop_reason = ended
+        else:
+            stop_reason = "deadline" if deadline_cuts else "drained"
         ahead = foreseen(report, batch)
         ahead.stop_reason = stop_reason
         tail = self.closing(ahead, claim.slots if claim is not None else [], began)

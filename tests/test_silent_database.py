@@ -530,13 +530,14 @@ def test_a_statement_a_tick_gave_up_on_is_cancelled_not_committed_later(
 
 
 @pytest.mark.timeout(60)
-def test_a_tick_whose_connection_is_ended_as_it_checks_the_schema_rides_it_out(
-    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+@pytest.mark.parametrize("command", [("tick", "--max-secs", "30"), ("loop",)])
+def test_a_connection_ended_as_the_schema_is_checked_is_ridden_out(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], command: tuple[str, ...],
 ) -> None:
-    """A backend ended while the tick checked its schema (a failover, an
-    administrator's pg_terminate_backend) ended the tick, exit 1 with
-    "database error: AdminShutdown", though nothing was wrong but that
-    connection. It connects again, as it would later in the run (0035)."""
+    """A backend ended while `awc tick` or `awc loop` checked its schema (a
+    failover, an administrator's pg_terminate_backend) ended the process,
+    exit 1 with "database error: AdminShutdown", though nothing was wrong
+    but that connection. It connects again, as it would later (0035)."""
     from tick.migrate import MIGRATION_LOCK_KEY
 
     job = enqueue(conn, "noop")
@@ -544,14 +545,19 @@ def test_a_tick_whose_connection_is_ended_as_it_checks_the_schema_rides_it_out(
     try:
         # The schema check waits for this lock: the moment to end its backend.
         holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
-        proc = spawn(awc_env, "tick", "--max-secs", "30")
+        proc = spawn(awc_env, *command)
         try:
             pid = wait_for(lambda: conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE wait_event = 'advisory' "
                 "AND datname = current_database() AND pid <> %s", (holder.info.backend_pid,)
-            ).fetchone(), timeout=20, what="the tick to wait at its schema check")[0]
+            ).fetchone(), timeout=20, what="the process to wait at its schema check")[0]
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
             holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+            if command[0] == "loop":
+                wait_for(lambda: conn.execute("SELECT state = 'COMPLETED' FROM awc.jobs "
+                                              "WHERE id = %s", (job,)).fetchone() == (True,),
+                         timeout=30, what="the loop to run the job")
+                proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=40)
         finally:
             stop(proc)

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     import psycopg
 
 
+# How long a long-running process (the loop, `awc maintenance run`) rides
+# out a connection lost once made, as it checks its schema at the start.
+START_RIDE_OUT_SECS = 60.0
+
+
 def open_database(settings: Settings, *, answer_by: float | None = None,
                   purpose: str = "database", dsn: str | None = None,
                   migrations: bool = True,

@@ -16,6 +16,7 @@ from typing import Any
 
 from tick.db import as_database_error, connect
 from tick.drivers.compose import (
+    START_RIDE_OUT_SECS,
     connector,
     engine_for,
     loop_spec,
@@ -216,7 +217,8 @@ def run_loop(
 def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
               on_engine: Any, kinds: list[str] | None, queues: list[str] | None) -> None:
     metrics = Metrics()
-    conn = open_database(settings, purpose="tick-runner")
+    conn = open_database(settings, purpose="tick-runner",
+                         ride_out_until=time.monotonic() + START_RIDE_OUT_SECS)
     engines: list[Engine] = []
     # A run that ran again this long without failing (a claim in each poll)
     # makes the process ready again.
@@ -309,7 +311,8 @@ def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
     """`awc maintenance run`: maintenance only, never a claim."""
     events = StreamEvents(settings.log_format)
     metrics = Metrics()
-    open_database(settings).close()  # connect and migrate first (SPEC §3)
+    # Connect and migrate first (SPEC §3).
+    open_database(settings, ride_out_until=time.monotonic() + START_RIDE_OUT_SECS).close()
     supervisor = Supervisor(stop, events=events)
     serve_metrics = (metrics_part(settings, supervisor, metrics, events)
                      if settings.metrics_port is not None else None)

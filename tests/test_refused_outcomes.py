@@ -190,7 +190,7 @@ def test_a_job_of_an_unknown_kind_lags_by_its_wait_not_the_hosts_uptime(
 def test_only_a_refusal_of_the_rows_values_is_its_own(error: BaseException, own: bool) -> None:
     """docs/decisions/0036: sent alone, an outcome that meets any other
     refusal raises it as the batch's, and no job is failed for it."""
-    from tick.db import row_fault
+    from tick.faults import row_fault
 
     assert row_fault(error) is own
 
@@ -238,12 +238,17 @@ def test_an_outcome_a_lock_kept_out_for_a_moment_is_recorded(db_url: str) -> Non
     assert rows == [("COMPLETED", 1)] * 4
 
 
-def test_a_claim_cancelled_after_a_refused_batch_ends_no_running_job(db_url: str) -> None:
-    """docs/decisions/0036: a claim the server cancels (here a trigger of the
-    operator's raising query_canceled on every claimed row) after a refused
-    batch ended the run, and the job still running was left to its lease
-    (with one attempt, FAILED `LeaseExpired` though it succeeded). That
-    turn claims nothing; the running job is recorded."""
+@pytest.mark.parametrize("code", ["query_canceled", "disk_full", "out_of_memory",
+                                  "configuration_limit_exceeded"])
+def test_a_claim_cancelled_after_a_refused_batch_ends_no_running_job(
+    db_url: str, code: str,
+) -> None:
+    """docs/decisions/0036: a claim the server cancels, or refuses short of
+    disk, memory or temp_file_limit (here a trigger of the operator's raising
+    it on every claimed row) after a refused batch ended the run, and the
+    job still running was left to its lease (with one attempt, FAILED
+    `LeaseExpired` though it succeeded; a full disk ran 80 finished jobs
+    twice). That turn claims nothing; the running job is recorded."""
     from tick.db import connect
     from tick.engine.api import Engine
     from tick.engine.spec import RunSpec
@@ -252,7 +257,7 @@ def test_a_claim_cancelled_after_a_refused_batch_ends_no_running_job(db_url: str
         with psycopg.connect(db_url, autocommit=True) as other:
             other.execute("""
                 CREATE FUNCTION cancel_claims() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN RAISE EXCEPTION 'cancelled' USING ERRCODE = 'query_canceled'; END $$;
+                BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '""" + code + """'; END $$;
                 CREATE TRIGGER cancel_claims BEFORE UPDATE ON awc.jobs FOR EACH ROW
                 WHEN (NEW.state = 'RUNNING') EXECUTE FUNCTION cancel_claims();""")
 

@@ -361,3 +361,32 @@ def test_a_database_in_replica_mode_is_refused_by_name(db_url: str, server_url: 
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s",
                             (job,)).fetchone() == ("PENDING",)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("code", ["configuration_limit_exceeded", "out_of_memory"])
+def test_a_prune_the_server_refuses_ends_no_tick(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], code: str,
+) -> None:
+    """A due prune the server refused (a role's temp_file_limit, a lock
+    table short of room for its locks) ended every tick before its claim,
+    exit 1, and stayed due: the queue stood still. It is housekeeping: a
+    `prune_failed` warning, and the tick claims and runs its jobs."""
+    old = conn.execute("INSERT INTO awc.jobs (kind, state, finished_at) "
+                       "VALUES ('noop', 'CANCELLED', now() - interval '30 days') "
+                       "RETURNING id").fetchone()
+    conn.execute("UPDATE awc.maintenance SET last_run_at = '-infinity' WHERE step = 'prune'")
+    conn.execute("""
+        CREATE FUNCTION refuse_prune() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '""" + code + """'; END $$;
+        CREATE TRIGGER refuse_prune BEFORE DELETE ON awc.jobs FOR EACH ROW
+        WHEN (OLD.state = 'CANCELLED') EXECUTE FUNCTION refuse_prune();""")
+    job = conn.execute("INSERT INTO awc.jobs (kind) VALUES ('noop') RETURNING id").fetchone()
+    done = run_awc({**awc_env, "AWC_PRUNE_AFTER_SECS": "60"}, "tick", "--max-secs", "20")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"event":"prune_failed"' in done.stderr and "pruning: " in done.stderr
+    assert "Traceback" not in done.stderr
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", job).fetchone() == (
+        "COMPLETED",)
+    assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", old).fetchone() == (
+        "CANCELLED",)  # kept for the next prune, due still

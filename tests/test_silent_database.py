@@ -589,7 +589,7 @@ def test_an_error_that_ends_the_session_is_a_lost_connection(
     connection does not look closed yet ("maintenance: OperationalError:
     cannot exit pipeline mode while busy" ended a tick). Told by the error,
     or by the one it was raised while handling."""
-    from tick.db import session_ended
+    from tick.faults import session_ended
 
     assert session_ended(error) is ended
     later = psycopg.errors.PipelineAborted()  # raised while handling `error`

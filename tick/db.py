@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from tick.errors import DatabaseError, SettingsError
+from tick.faults import PREPARED_GONE, session_ended
 from tick.redaction import dsn_secrets, keep_secret, redacted
 from tick.text import clip, printable
 
@@ -123,36 +124,10 @@ def check_dsn(text: str, source: str) -> str:
     return dsn
 
 
-# The SQLSTATE classes of an error that is a row's own (SPEC §4.2): its
-# data (22), a constraint (23), a value past a limit (54: a result too
-# large to index), a row met twice (21) or a function's check (P0: an
-# operator's trigger). Any other refusal (a privilege, a lock, a deadlock, a
-# cancel, the server's resources, a prepared statement the session lost) is
-# the exchange's: sent alone, an outcome it meets is not refused but raised,
-# and fails no job.
-ROW_FAULTS = ("21", "22", "23", "54", "P0")
-# A prepared statement the server does not know, or knows already: the
-# session is not awc's alone, as behind a transaction pooler (PgBouncer
-# before 1.21) with AWC_DB_PREPARE left on.
-PREPARED_GONE = ("26000", "42P05")
 POOLER_HINT = ("a transaction pooler in front of PostgreSQL? set AWC_DB_PREPARE=false, or "
                "max_prepared_statements in PgBouncer 1.21 or later; meanwhile awc connects "
                "again without prepared statements")
-# The server ended the session (an administrator, a shutdown, an idle
-# timeout), besides class 08: its FATAL can come before the socket's end.
-SESSION_ENDED = ("57P01", "57P02", "57P03", "57P05", "25P03")
-# Refusals of a claim that pass (a cancel, a lock timeout, a serialization
-# failure, a deadlock): that turn claims nothing, the run goes on.
-PASSING_FAULTS = ("57014", "55P03", "40001", "40P01")
 _shared_sessions = False  # one was seen: this process prepares nothing from now on
-
-
-def row_fault(error: BaseException) -> bool:
-    """Whether `error`, met by an exchange writing one row, is that row's
-    own: a refusal of its values (ROW_FAULTS), or none from the server at
-    all (a value psycopg could not send: a NUL, a lone surrogate)."""
-    sqlstate = getattr(error, "sqlstate", None)
-    return sqlstate is None or str(sqlstate)[:2] in ROW_FAULTS
 
 
 def session_lost(conn: psycopg.Connection[Any] | None, error: BaseException) -> bool:
@@ -167,24 +142,6 @@ def connection_lost(conn: psycopg.Connection[Any] | None) -> bool:
     """True when `conn` can no longer be used (as opposed to a statement the
     server refused on a healthy connection)."""
     return conn is None or conn.closed or conn.broken
-
-
-def session_ended(error: BaseException | None) -> bool:
-    """Whether `error`, or one it was raised while handling, says the session
-    is over, its connection perhaps not yet closed: the server ended it, or
-    libpq failed on its own (an OperationalError with no SQLSTATE: "cannot
-    exit pipeline mode while busy" after a FATAL)."""
-    import psycopg
-
-    for _ in range(8):  # a chain, bounded: a handler's error may chain itself
-        if error is None:
-            return False
-        sqlstate = getattr(error, "sqlstate", None)
-        if (str(sqlstate or "")[:2] == "08" or sqlstate in SESSION_ENDED
-                or (type(error) is psycopg.OperationalError and sqlstate is None)):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def database_error(

@@ -54,6 +54,8 @@ class MaintenanceResult:
     # schedules this host could not plan (its time zone data), left due
     unplanned: tuple[tuple[str, str], ...] = ()
     tick_id: int | None = None  # the history row this pass inserted (SPEC §16)
+    # why the prune failed, if it did (`awc:` text): the pass went on without it
+    prune_error: str | None = None
     # SPEC §24: the cursor the last run left (claim_seed.sql's row), if any
     seed: tuple[Any, ...] | None = None
     # SPEC §23: the fair claim's key cursor the last run left, if any
@@ -211,17 +213,30 @@ def run_maintenance(
         from tick.schedules.firing import fire_due
 
         fired = fire_due(conn, deadline=deadline, report=report)
-    pruned = 0
+    pruned, prune_error = 0, None
     if prune_due:  # asked again under the prune's lock: another process may be at it
-        pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
-                       ledger_after_secs=schedule_history_secs,
-                       ticks_after_secs=tick_history_secs, dead_after_secs=dead_letter_secs,
-                       deadline=deadline)
+        try:
+            pruned = prune(conn, prune_after_secs, budget_secs=prune_budget_secs,
+                           ledger_after_secs=schedule_history_secs,
+                           ticks_after_secs=tick_history_secs, dead_after_secs=dead_letter_secs,
+                           deadline=deadline)
+        except Exception as error:
+            # Housekeeping, never on the claim's path: a prune the server
+            # refuses (temp_file_limit, out of shared memory for its locks)
+            # ended every tick before its claim while it stayed due. A lost
+            # connection is the run's to ride out.
+            from tick.db import database_error, session_lost
+
+            if session_lost(conn, error):
+                raise
+            prune_error = str(database_error(error, None, "pruning", conn))
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
-                                 tick_id=tick_id, seed=seed, key_seed=key_seed)
+                                 tick_id=tick_id, seed=seed, key_seed=key_seed,
+                                 prune_error=prune_error)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
                              lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
                              unplanned=tuple(fired.unplanned),
-                             tick_id=tick_id, seed=seed, key_seed=key_seed)
+                             tick_id=tick_id, seed=seed, key_seed=key_seed,
+                             prune_error=prune_error)

@@ -332,13 +332,14 @@ def record_each(
 
     Returns what was recorded, the refused (id, token, error) outcomes, and
     the writes a refusal that is not the row's own kept out (a lock timeout,
-    a cancel, a deadlock: `tick.db.row_fault`), to be sent again. A refused
+    a cancel, a deadlock: `tick.faults.row_fault`), to be sent again. A refused
     heartbeat or checkpoint is no outcome: it goes in the result's
     `refused`, failing the handler's call only (its job runs on). A lost
     connection raises, as in `round_trip`, and so does a prepared statement
-    the session lost (the run connects again, `tick.db.PREPARED_GONE`).
+    the session lost (the run connects again, `tick.faults.PREPARED_GONE`).
     """
-    from tick.db import row_fault, session_lost
+    from tick.db import session_lost
+    from tick.faults import row_fault
 
     done = RoundTrip({}, {}, [])
     refused: list[tuple[int, str, BaseException]] = []

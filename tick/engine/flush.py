@@ -158,7 +158,7 @@ def send(conn: psycopg.Connection[Any], batch: Flush, claim: ClaimRequest | None
     (or the client's encoding) refuses something on a healthy connection,
     record the outcomes apart instead, without the tail; a lost connection
     raises, as does a prepared statement the session lost (a pooler's: the
-    run connects again, tick.db.PREPARED_GONE)."""
+    run connects again, tick.faults.PREPARED_GONE)."""
     from tick.db import session_lost
 
     if batch.writes.lost:  # a lost claim's jobs, released as any release is
@@ -193,7 +193,8 @@ def record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequ
     `kept` (`Flush.keep`), never failed (decision 0036). Then claim on its
     own: a claim the server refuses is a statement error, raised as such
     (never taken for a lost connection, SPEC §4.2)."""
-    from tick.db import PASSING_FAULTS, session_lost
+    from tick.db import session_lost
+    from tick.faults import passing_fault
 
     done, refused, unsent = record_each(conn, writes)
     for pause in pauses:
@@ -236,7 +237,7 @@ def record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequ
             # A cancel, a lock timeout, a deadlock: the claim rolled back
             # whole and claims nothing this turn; ending the run for it left
             # the jobs still running to their leases (decision 0036).
-            if session_lost(conn, why) or getattr(why, "sqlstate", None) not in PASSING_FAULTS:
+            if session_lost(conn, why) or not passing_fault(why):
                 raise
             events.log("warning", "claim_refused", error=f"{type(why).__name__}: "
                        f"{_first_line(why)}")

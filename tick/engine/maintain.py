@@ -53,6 +53,8 @@ def maintain(
             watcher.schedules_fired(part.fires, part.lags.items())
 
     done = maintenance(conn, start, deadline, reported)
+    if done.prune_error is not None:  # the rest of the pass, and the run, go on
+        events.log("warning", "prune_failed", error=done.prune_error)
     report = maintenance_report(done)
     if alone and done.tick_id is not None:
         finish(conn, done.tick_id, report)

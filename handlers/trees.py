@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .stores.base import ObjectMissing, ObjectStore, digest_of, is_digest
+from .stores.base import ObjectMissing, ObjectRefused, ObjectStore, digest_of, is_digest
 
 VERDICT_LIST_LIMIT = 50
 # A tree is read whole to be parsed: past this size it is corrupt, whatever
@@ -247,6 +247,9 @@ def walk_closure(
             continue
         except CorruptTree:
             walk.found(digest, kind, "unparsed")
+            continue
+        except ObjectRefused:  # a link, a FIFO, a directory: not the object's bytes
+            walk.found(digest, kind, "mismatch")
             continue
         if not intact:
             walk.found(digest, kind, "mismatch")

@@ -301,3 +301,140 @@ def test_a_snapshot_of_a_tenant_no_store_takes_fails_at_once(
     assert drain(conn).failed == 1
     row = conn.execute("SELECT attempts, last_error FROM awc.jobs").fetchone()
     assert row is not None and row[0] == 1 and "invalid tenant id" in row[1]
+
+
+# -- a tree the store does not return (a sweep of failing stores) ---------------------------
+
+
+def test_gc_deletes_nothing_under_a_live_snapshot_s_tree_the_store_does_not_return(
+    env: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """A READY snapshot's subtree read as missing (lost, or a store answering
+    404 for a moment) hid its children from the mark, and GC deleted them:
+    the tree, put back or answered again, led to nothing. Its children are
+    unknown, as under a corrupt tree: the epoch is aborted."""
+    root = write_tree(env, T, {"sub": {"a": "kept a", "b": "kept b"}, "top": "kept top"})
+    sub = next(d for d, k in parse_tree(b"".join(env.chunks(T, root))) if k == "tree")
+    children = [d for d, _ in parse_tree(b"".join(env.chunks(T, sub)))]
+    sub_bytes = b"".join(env.chunks(T, sub))
+    register_snapshot(conn, T, root, validate=False, state="READY")
+    orphan = env.put(T, b"orphan")
+    backdate_all(env)
+    env.delete(T, sub)
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    report = drain(conn)
+    assert report.failed == 1
+    state, error = conn.execute("SELECT state, error FROM awc.gc_epochs").fetchone()
+    assert state == "ABORTED" and "does not return" in error
+    assert all(env.head(T, child) is not None for child in children)
+    assert env.head(T, orphan) is not None  # nothing at all was deleted
+    # Once the tree is back (or a scrub marked the snapshot DEGRADED), GC goes on.
+    assert env.put(T, sub_bytes) == sub
+    enqueue(conn, "gc_sweep", {"tenant_id": T})
+    assert drain(conn).completed == 1
+    assert all(env.head(T, child) is not None for child in children)
+    assert env.head(T, orphan) is None
+
+
+@pytest.mark.parametrize("what", ["fifo", "directory", "link"])
+def test_a_non_file_where_an_object_should_be_is_a_corrupt_object(
+    db_url: str, conn: psycopg.Connection[Any], tmp_path: Path, what: str
+) -> None:
+    """A FIFO, a directory or a link in place of a blob dead-lettered the
+    validation (`is not a regular file; refused`) and left the snapshot
+    VALIDATING for good. It is that object's decay: a verdict, FAILED,
+    naming it."""
+    store = open_store(f"file://{tmp_path}/store")
+    configure(db_url, store)
+    try:
+        ensure_tenant(conn, T)
+        root = write_tree(store, T, {"bad": "to be replaced", "good": "intact"})
+        bad = next(d for d, _ in parse_tree(b"".join(store.chunks(T, root)))
+                   if b"".join(store.chunks(T, d)) == b"to be replaced")
+        path = tmp_path / "store" / T / "objects" / "sha256" / hex_of(bad)
+        path.unlink()
+        if what == "fifo":
+            os.mkfifo(path)
+        elif what == "directory":
+            path.mkdir()
+        else:
+            path.symlink_to(tmp_path / "elsewhere")
+        snap = register_snapshot(conn, T, root)
+        report = drain(conn)
+        assert (report.completed, report.failed) == (1, 0)
+        state, verdict = snapshot_state(conn, snap)
+        assert state == "FAILED" and verdict["corrupt"] == [bad]
+    finally:
+        runtime().close()
+
+
+def test_a_store_directory_that_is_gone_is_an_outage_not_missing_objects(
+    db_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """The store's directory moved away (a volume not mounted) read as every
+    object missing: the snapshots validated meanwhile FAILED, those
+    scrubbed DEGRADED, for good. It is an outage: a Retry, no verdict."""
+    store = open_store(f"file://{tmp_path}/store")
+    configure(db_url, store)
+    try:
+        ensure_tenant(conn, T)
+        ready = register_snapshot(conn, T, write_tree(store, T, {"a": "one"}), validate=False,
+                                  state="READY")
+        checking = register_snapshot(conn, T, write_tree(store, T, {"b": "two"}))
+        scrub = enqueue(conn, "snapshot_scrub", {"snapshot_id": str(ready)})
+        (tmp_path / "store").rename(tmp_path / "away")
+        report = drain(conn)
+        assert (report.retried, report.failed) == (2, 0)
+        assert snapshot_state(conn, ready)[0] == "READY"
+        assert snapshot_state(conn, checking)[0] == "VALIDATING"
+        assert "does not exist" in conn.execute("SELECT last_error FROM awc.jobs WHERE id = %s",
+                                                (scrub,)).fetchone()[0]
+    finally:
+        runtime().close()
+
+
+class SlowDeletes:
+    """A store whose deletes each take `secs` (a throttled S3)."""
+
+    def __init__(self, store: Any, secs: float) -> None:
+        self._store = store
+        self._secs = secs
+        self.deletes: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        import time
+
+        time.sleep(self._secs)
+        self._store.delete(tenant_id, digest)
+        self.deletes.append(time.monotonic())
+
+
+@pytest.mark.timeout(60)
+def test_a_sweep_cut_at_its_timeout_deletes_no_more(
+    db_url: str, conn: psycopg.Connection[Any], store: Any
+) -> None:
+    """A sweep cut at its deadline had its thread abandoned, not stopped: it
+    went on deleting, one object every 20 s, for minutes after its job was
+    recorded (SPEC §26: a cut run's later writes are refused). It stops
+    at the next object."""
+    import time
+
+    ensure_tenant(conn, T)
+    for n in range(40):
+        store.put(T, f"orphan {n}".encode())
+    backdate_all(store)
+    slow = SlowDeletes(store, 0.3)
+    configure(db_url, slow, gc_canary_size=30)
+    try:
+        enqueue(conn, "gc_sweep", {"tenant_id": T}, timeout_secs=1)
+        report = drain(conn)
+        cut = time.monotonic()
+        assert report.retried == 1  # cut at its timeout
+        time.sleep(2.0)  # what an abandoned thread would do meanwhile
+    finally:
+        runtime().close()
+    assert len(slow.deletes) < 10
+    assert [t for t in slow.deletes if t > cut + 0.5] == []

@@ -107,7 +107,7 @@ class EpochLost(Exception):
 
 
 class MarkIncomplete(Exception):
-    """A live snapshot has a corrupt tree: its children are unknown."""
+    """A live snapshot has a missing or corrupt tree: its children are unknown."""
 
 
 class LockLost(Exception):
@@ -161,10 +161,13 @@ class Epoch:
         return added
 
     def _check_unparsed(self, live: list[tuple[UUID, str, str]]) -> None:
-        """A tree that does not parse hides its children: harmless under a
-        FAILED or DEGRADED snapshot, fatal to the epoch if any other live
-        snapshot reaches it. Rare, so each snapshot is walked on its own."""
-        unparsed = frozenset(self.walk.corrupt)
+        """A tree that does not parse, or that the store does not return,
+        hides its children: harmless under a FAILED or DEGRADED snapshot,
+        fatal to the epoch if any other live snapshot reaches it. A missing
+        tree is no proof its children are garbage: the store may be
+        answering 404 for a moment, or the tree be uploaded again, and its
+        blobs were deleted so. Rare, so each snapshot is walked on its own."""
+        unparsed = frozenset(self.walk.corrupt | _missing_trees(self.walk))
         if not unparsed:
             return
         for snap_id, root, state in live:
@@ -178,6 +181,10 @@ class Epoch:
             if own.corrupt:
                 raise MarkIncomplete(f"snapshot {snap_id} has a corrupt tree (it does not parse "
                                      "or does not hash to its digest)")
+            if _missing_trees(own):
+                raise MarkIncomplete(f"snapshot {snap_id} has a tree the store does not return "
+                                     "(its children are unknown; a scrub marks the snapshot "
+                                     "DEGRADED if it is lost)")
             self.cleared[snap_id] = unparsed
 
     def delete(self, digests: Iterable[str]) -> int:
@@ -198,13 +205,25 @@ class Epoch:
                     info = self.rt.store.head(self.tenant, digest)
                     if info is None or info.last_modified >= self.cutoff:
                         continue  # gone already, or rewritten inside the grace
+                    # A run cut at its deadline or cancelled deletes no more
+                    # (SPEC §26): its thread is abandoned, not stopped, and
+                    # went on deleting for minutes against a slow store.
+                    self.between()
                     conn.execute(LOCK_HELD)  # raises once the session is gone
                     self.rt.store.delete(self.tenant, digest)
                     deleted += 1
         except psycopg.Error as error:
             self.deleted_before_loss = deleted
             raise LockLost(f"lost the tenant lock's session ({type(error).__name__})") from None
+        except BaseException:
+            self.deleted_before_loss = deleted  # counted by whoever ends the epoch
+            raise
         return deleted
+
+
+def _missing_trees(walk: Walk) -> set[str]:
+    """The trees `walk` found missing (a missing blob hides nothing)."""
+    return {digest for digest, kind in walk.visited if kind == "tree" and digest in walk.missing}
 
 
 def _start(rt: Runtime, ctx: JobContext, tenant: str, dry_run: bool) -> int | None:
@@ -286,10 +305,12 @@ def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
         _end(epoch, "ABORTED", counts, str(error))
         return Fail(f"GC epoch {epoch.id} aborted: {error}")
     except StoreRefused as error:
-        _end(epoch, "ABORTED", counts, "object store refused")
+        counts["deleted"] += epoch.deleted_before_loss
+        _end(epoch, "ABORTED", counts, f"object store refused: {error}"[:500])
         return Fail(f"GC epoch {epoch.id} aborted: object store: {error}")
     except StoreError as error:
-        _end(epoch, "ABORTED", counts, "object store error")
+        counts["deleted"] += epoch.deleted_before_loss
+        _end(epoch, "ABORTED", counts, f"object store error: {error}"[:500])
         return Retry(f"object store: {error}")
     except JobCancelled:
         # Cut at the deadline or stopping: the epoch stays this job's, for

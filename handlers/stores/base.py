@@ -32,6 +32,11 @@ class StoreRefused(StoreError):
     tenant's directory should be): not worth a retry."""
 
 
+class ObjectRefused(StoreRefused):
+    """What sits where one object should be is no object (a symbolic link,
+    a FIFO, a directory): that object is not intact, the store is fine."""
+
+
 class ObjectMissing(Exception):
     """The object is not in the store."""
 

@@ -24,6 +24,7 @@ from .base import (
     ContentAddressed,
     ObjectInfo,
     ObjectMissing,
+    ObjectRefused,
     StoreError,
     StoreRefused,
     check_tenant,
@@ -47,7 +48,14 @@ class FileStore(ContentAddressed):
         steps = (check_tenant(tenant_id), "objects", "sha256")
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            # The root gone (a volume not mounted, a link whose target went)
+            # is an outage: read as missing objects, it failed every
+            # snapshot validated and degraded every one scrubbed meanwhile.
+            raise StoreError(f"the store's directory {self.root} does not exist (a volume "
+                             "not mounted?)") from None
         try:
             for name in steps:
                 if create:
@@ -78,7 +86,7 @@ class FileStore(ContentAddressed):
                              dir_fd=folder)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
-                raise StoreRefused(f"{digest} is not a regular file; refused")
+                raise ObjectRefused(f"{digest} is not a regular file; refused")
             os.set_blocking(fd, True)
             with os.fdopen(fd, "rb") as source:
                 while chunk := source.read(CHUNK_SIZE):
@@ -89,7 +97,7 @@ class FileStore(ContentAddressed):
             raise
         except OSError as error:
             if error.errno == errno.ELOOP:
-                raise StoreRefused(f"{digest} is a symbolic link; refused") from None
+                raise ObjectRefused(f"{digest} is a symbolic link; refused") from None
             raise StoreError(f"reading {digest}: {error.strerror or error}") from None
 
     def _write(self, tenant_id: str, digest: str, data: bytes) -> None:

@@ -117,3 +117,31 @@ def test_a_delayed_job_runs_after_its_delay_on_the_database_clock(
     delay = conn.execute("SELECT extract(epoch FROM run_at - created_at) FROM awc.jobs "
                          "WHERE id = %s", (int(made.stdout),)).fetchone()
     assert delay is not None and 55 <= delay[0] <= 65
+
+
+def test_a_gc_sweep_on_a_host_ahead_keeps_objects_inside_the_grace(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], tmp_path: Path
+) -> None:
+    """GC's grace was cut on the worker's clock: a host two hours ahead
+    deleted an object written a moment before (grace one hour) that no
+    upload protocol protected. The cutoff is the database's `now()`."""
+    from datetime import UTC, datetime, timedelta
+
+    from tick.handlers.producer import ensure_tenant
+    from tick.handlers.stores import open_store
+
+    store = open_store(f"file://{tmp_path}/store")
+    ensure_tenant(conn, "acme")
+    fresh = store.put("acme", b"written a moment ago, not yet registered")
+    old = store.put("acme", b"garbage of last week")
+    store.set_modified("acme", old, datetime.now(UTC) - timedelta(days=7))
+    enqueue(conn, "gc_sweep", {"tenant_id": "acme"})
+    ahead = {**awc_env, "TEST_HOST_CLOCK_SKEW_SECS": "7200",
+             "PYTHONPATH": f"{ROOT / 'tests' / 'skewed_clock'}:{awc_env.get('PYTHONPATH', '')}",
+             "AWC_CAS_URL": f"file://{tmp_path}/store", "AWC_GC_GRACE_SECS": "3600"}
+    ticked = run_awc(ahead, "tick", "--max-secs", "20")
+    assert ticked.returncode == 0, ticked.stderr
+    assert conn.execute("SELECT state, deleted FROM awc.gc_epochs").fetchone() == (
+        "COMPLETED", 1)
+    assert store.head("acme", fresh) is not None
+    assert store.head("acme", old) is None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -100,6 +100,8 @@ WHERE tenant_id = %(tenant)s AND state <> 'DELETED'
 """
 
 PINS = "SELECT digest FROM awc.gc_pins WHERE tenant_id = %(tenant)s"
+
+GRACE_CUTOFF = "SELECT now() - make_interval(secs => %(secs)s::float8)"
 
 
 class EpochLost(Exception):
@@ -281,7 +283,10 @@ def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
         epoch_id = _start(rt, ctx, tenant, settings.gc_dry_run)
         if epoch_id is None:
             return Complete({"skipped": "epoch running"})
-        cutoff = datetime.now(UTC) - timedelta(seconds=settings.gc_grace_secs)
+        # The database's clock, not this host's (decision 0022): a worker
+        # whose clock ran hours ahead deleted objects younger than the grace.
+        with rt.connection() as conn:
+            (cutoff,) = conn.execute(GRACE_CUTOFF, {"secs": settings.gc_grace_secs}).fetchall()[0]
         state = {"epoch": epoch_id, "cutoff": cutoff.timestamp(), "canary": False, "deleted": 0}
     journal = Journal(ctx, rt, state)
     epoch = Epoch(rt, tenant, state["epoch"], ctx.claim_token,

@@ -156,3 +156,23 @@ def test_a_flood_of_silent_connections_never_keeps_an_operator_out(small_console
     finally:
         for sock in flood:
             sock.close()
+
+
+def test_a_page_after_the_server_ended_the_console_s_connections_is_served(
+    console: tuple[str, list[str]], conn: Any,
+) -> None:
+    """The server ended the console's idle pooled connections (a restart,
+    idle_session_timeout, pg_terminate_backend): the next page was a 503
+    "the database did not answer", every time after an idle spell. Each
+    connection is checked as a page takes it."""
+    base, _ = console
+    client = signed_in(base)
+    assert client.get("/").status_code == 200
+    ended = conn.execute(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend'").fetchone()
+    assert ended is not None and ended[0] >= 1
+    for path in ("/", "/jobs", "/"):
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])

@@ -106,8 +106,11 @@ def ui_command(host: str, port: int) -> None:
         pin_session(conn)  # decision 0038: behind a pooler too
         operator_session(conn)
 
+    # Each connection is checked as a page takes it: one the server ended
+    # while idle (a restart, idle_session_timeout) made the next page a 503.
     pool: ConnectionPool[Any] = ConnectionPool(
         dsn, min_size=1, max_size=POOL_SIZE, open=False, configure=configure,
+        check=ConnectionPool.check_connection,
         connection_class=WatchedConnection, timeout=PAGE_ANSWER_SECS,
         kwargs=connect_options(prepare=settings.db_prepare, dsn=dsn), name="awc-ui")
     pool.open(wait=True, timeout=10)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from psycopg_pool import PoolTimeout
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
@@ -80,6 +81,13 @@ def _answer(request: Request, console: Console, call: Callable[[], Response]) ->
         if state is not None and state[:2] not in ("08", "53", "57", "58"):
             return console.problem(request, 409, "awc: the database refused it "
                                    f"({type(error).__name__}); nothing was changed")
+        if state is not None and state[:2] == "53":  # it answered: no room to do it now
+            return console.problem(request, 503, "awc: the database is short of resources "
+                                   f"({type(error).__name__}); try again later")
+        if isinstance(error, PoolTimeout):  # every connection of the pool is in use, or none
+            return console.problem(request, 503, "awc: no database connection came in time "
+                                   "(PoolTimeout: the console's are busy, or the server "
+                                   "takes no more: max_connections?)")
         return console.problem(request, 503, "awc: the database did not answer "
                                f"({type(error).__name__})")
     except AwcError as error:  # awc's own refusals: their messages are safe to show

@@ -147,7 +147,10 @@ def test_database_outage_is_survived_and_counted(tmp_path: Path) -> None:
         errors = [ln for ln in metrics.splitlines() if ln.startswith("awc_api_errors_total")]
         assert status == 200 and errors
         assert sum(float(ln.rsplit(" ", 1)[1]) for ln in errors) >= 1
-        assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        # Ready again once maintenance has had a pass since (its failed
+        # passes during the outage are in /readyz until then).
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=20,
+                 what="ready after the outage")
         stop_loop(proc)
     finally:
         server.stop()

@@ -390,3 +390,55 @@ def test_a_prune_the_server_refuses_ends_no_tick(
         "COMPLETED",)
     assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s", old).fetchone() == (
         "CANCELLED",)  # kept for the next prune, due still
+
+
+@pytest.mark.timeout(90)
+def test_maintenance_that_keeps_failing_is_in_readyz_and_an_ended_idle_session_skips_no_pass(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """`awc maintenance run` whose passes kept failing (the server short of
+    locks for 30 s: no rescue meanwhile) answered /readyz 200 throughout;
+    and a connection the server ended while it idled between passes
+    (idle_session_timeout shorter than the interval) failed every other
+    pass. Two failed passes in a row are in /readyz; an ended idle session
+    is replaced at once."""
+    from tests.support import free_port, http_get, spawn, stop, wait_for
+
+    name = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{name}" SET idle_session_timeout = \'1s\'')
+    port = free_port()
+    env = {**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "2", "AWC_METRICS_PORT": str(port)}
+    proc = spawn(env, "maintenance", "run")
+    try:
+        def passes() -> int:
+            row = conn.execute("SELECT count(*) FROM awc.ticks WHERE driver = 'maintenance' "
+                               "AND error IS NULL").fetchone()
+            return int(row[0]) if row else 0
+
+        wait_for(lambda: passes() >= 5, timeout=40, what="five passes")
+        # Every interval's pass ran: none waited a second interval for the
+        # connection the server had ended meanwhile (2 s apart, not 4).
+        gaps = conn.execute(
+            "SELECT extract(epoch FROM started_at - lag(started_at) OVER (ORDER BY id)) "
+            "FROM awc.ticks WHERE driver = 'maintenance' AND error IS NULL "
+            "ORDER BY id").fetchall()[1:]
+        assert sorted(g for (g,) in gaps)[len(gaps) // 2] < 3.5, gaps
+        assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        conn.execute("""
+            CREATE FUNCTION refuse_ticks() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'short' USING ERRCODE = 'out_of_memory'; END $$;
+            CREATE TRIGGER refuse_ticks BEFORE INSERT ON awc.ticks FOR EACH ROW
+            EXECUTE FUNCTION refuse_ticks();""")
+
+        def unready() -> str | None:
+            code, body = http_get(f"http://127.0.0.1:{port}/readyz")
+            return body if code == 503 else None
+
+        body = wait_for(unready, timeout=30, what="/readyz 503")
+        assert "maintenance failing for" in body and "OutOfMemory" in body
+        conn.execute("DROP TRIGGER refuse_ticks ON awc.ticks")
+        wait_for(lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
+                 what="ready again")
+    finally:
+        stop(proc)
+        conn.execute(f'ALTER DATABASE "{name}" RESET idle_session_timeout')

@@ -45,13 +45,16 @@ LISTEN_HELD_SECS = RUN_HELD_SECS = 30.0
 
 @dataclass
 class Failing:
-    """The loop's tick runner's failures since it last held (SPEC §7.2)."""
+    """A part's failures since it last held (SPEC §7.2): the tick runner's
+    runs, or the maintenance part's passes."""
 
     settle_secs: float  # how long a run again goes without failing to count as well
     since: float | None = None  # the first failure of this streak
     why: str = ""  # the last one's `awc:` text
     attempts: int = 0
     again: float | None = None  # when the runner last started a run
+    what: str = "the tick runner"
+    shown_from: int = 1  # the failures in a row before /readyz says so
 
     def failed(self, began: float, why: str) -> int:
         """A run that began at `began` failed: the streak's attempts so far.
@@ -64,10 +67,10 @@ class Failing:
 
     def trouble(self, now: float) -> str | None:
         """What /readyz says while failing and until a run holds settle_secs."""
-        if self.since is None or (self.again is not None
-                                  and now - self.again >= self.settle_secs):
+        if self.since is None or self.attempts < self.shown_from or (
+                self.again is not None and now - self.again >= self.settle_secs):
             return None
-        return f"the tick runner failing for {now - self.since:.0f} s ({self.why[:200]})"
+        return f"{self.what} failing for {now - self.since:.0f} s ({self.why[:200]})"
 
 
 def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: EventSink) -> Any:
@@ -108,19 +111,24 @@ def listener_part(settings: Settings, engine: Engine, metrics: Metrics, events: 
 
 
 def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
-                     driver: str, busy: Callable[[], int] | None = None) -> Any:
+                     driver: str, busy: Callable[[], int] | None = None,
+                     failing: Failing | None = None) -> Any:
     """Rescue, fire due schedules and prune every
     `AWC_MAINTENANCE_INTERVAL_SECS`, on its own connection, and refresh the
     queue gauges. Each pass is a row of the history under `driver` (SPEC
     §16); for the loop only while idle (`busy` counts its busy stretches,
-    which have rows of their own, ended; -1 while one is open)."""
+    which have rows of their own, ended; -1 while one is open). `failing`
+    keeps its failed passes for /readyz."""
 
     step = maintenance_of(settings)
 
     def part(stop: threading.Event) -> None:
+        from tick.db import session_lost
+
         conn = None
         stretches = busy() if busy else 0
         while not stop.is_set():
+            began, fresh = time.monotonic(), conn is None or conn.closed
             try:
                 if conn is None or conn.closed:
                     conn = connect(settings.dsn(), prepare=settings.db_prepare,
@@ -136,7 +144,9 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                     done, report = maintain(conn, step, events=events, observer=metrics,
                                             start=start, alone=True)
                     reported.append(report)
-                metrics.sample_queue(conn)
+                if failing is not None:
+                    failing.since = None
+                _sample_queue(conn, metrics, events)
                 if done.rescued or done.rescued_failed or done.pruned or done.fired:
                     events.log("info", "maintenance", rescued=done.rescued,
                                rescued_failed=done.rescued_failed, pruned=done.pruned,
@@ -147,16 +157,34 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
                 if not isinstance(error, psycopg.Error | DatabaseError):
                     raise
                 metrics.api_error("maintenance")
+                detail = str(as_database_error(error, "maintenance", None))
                 events.log("warning", "maintenance_failed", error=type(error).__name__,
-                           detail=str(as_database_error(error, "maintenance", None)))
+                           detail=detail)
+                lost = conn is not None and session_lost(conn, error)
                 if conn is not None:
                     conn.close()
                 conn = None
+                if lost and not fresh:  # ended while it idled (a restart, an idle
+                    continue            # timeout): a new connection now, not a pass later
+                if failing is not None:
+                    failing.failed(began, detail)
             stop.wait(settings.maintenance_interval_secs)
         if conn is not None:
             conn.close()
 
     return part
+
+
+def _sample_queue(conn: Any, metrics: Metrics, events: EventSink) -> None:
+    """The queue gauges after a pass; a failure is theirs, not the pass's."""
+    try:
+        metrics.sample_queue(conn)
+    except Exception as error:
+        import psycopg
+
+        if not isinstance(error, psycopg.Error):
+            raise
+        events.log("warning", "queue_sample_failed", error=type(error).__name__)
 
 
 def metrics_part(
@@ -223,6 +251,8 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
     # A run that ran again this long without failing (a claim in each poll)
     # makes the process ready again.
     failing = Failing(settle_secs=max(5.0, 2 * settings.worker_poll_interval_ms / 1000))
+    # Two failed passes in a row: no rescue, no schedule fires meanwhile.
+    maintenance = Failing(settle_secs=0.0, what="maintenance", shown_from=2)
 
     def troubles() -> list[str]:
         # A stuck exchange, the engine retrying a lost database (SPEC §7.2),
@@ -233,7 +263,9 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
         leases = engines[0].leases if engines else None
         why = leases.trouble(time.monotonic()) if leases is not None else None
         runner = failing.trouble(time.monotonic())
-        return [*found, *([runner] if runner else []), *([why] if why else [])]
+        passes = maintenance.trouble(time.monotonic())
+        return [*found, *([runner] if runner else []), *([why] if why else []),
+                *([passes] if passes else [])]
 
     try:
         prepare_handlers(settings)
@@ -296,7 +328,8 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
     supervisor.add("maintenance", maintenance_part(
         settings, metrics, events, driver="loop",
         # a stretch's row is open while the engine has one to record on
-        busy=lambda: stretches[0] if engine.last_tick_id is None else -1))
+        busy=lambda: stretches[0] if engine.last_tick_id is None else -1,
+        failing=maintenance))
     if serve_metrics is not None:
         supervisor.add("metrics-server", serve_metrics)
     events.log("info", "loop_started", worker_id=settings.worker_id,
@@ -314,10 +347,18 @@ def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
     # Connect and migrate first (SPEC §3).
     open_database(settings, ride_out_until=time.monotonic() + START_RIDE_OUT_SECS).close()
     supervisor = Supervisor(stop, events=events)
-    serve_metrics = (metrics_part(settings, supervisor, metrics, events)
+    failing = Failing(settle_secs=0.0, what="maintenance", shown_from=2)
+
+    def troubles() -> list[str]:
+        from tick.drivers.health import database_troubles
+
+        passes = failing.trouble(time.monotonic())
+        return [*database_troubles(), *([passes] if passes else [])]
+
+    serve_metrics = (metrics_part(settings, supervisor, metrics, events, troubles)
                      if settings.metrics_port is not None else None)
     supervisor.add("maintenance", maintenance_part(settings, metrics, events,
-                                                   driver="maintenance"))
+                                                   driver="maintenance", failing=failing))
     if serve_metrics is not None:
         supervisor.add("metrics-server", serve_metrics)
     stop.wait()

@@ -442,3 +442,16 @@ def test_maintenance_that_keeps_failing_is_in_readyz_and_an_ended_idle_session_s
     finally:
         stop(proc)
         conn.execute(f'ALTER DATABASE "{name}" RESET idle_session_timeout')
+
+
+def test_a_large_enqueue_fits_a_small_temp_file_limit(conn: psycopg.Connection[Any]) -> None:
+    """Reserving a batch's ids sorted them in the server, in a tuplestore
+    and a sort that spilled to disk: a million jobs (the README's own
+    example) failed under a role's 10 MB temp_file_limit. Streamed now."""
+    from tick.producer import enqueue_many
+
+    conn.execute("SET work_mem = '64kB'")
+    conn.execute("SET temp_file_limit = '256kB'")
+    ids = enqueue_many(conn, [{"kind": "noop"}] * 100_000)
+    assert len(ids) == 100_000 and ids == sorted(ids) and len(set(ids)) == 100_000
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (100_000,)

@@ -40,7 +40,7 @@ def copy_many(conn: psycopg.Connection[Any], batch: Sequence[Mapping[str, Any]],
 
     row = conn.execute(sql("reserve_job_ids"), {"n": len(batch)}).fetchone()
     assert row is not None
-    ids: list[int] = row[0]
+    ids: list[int] = sorted(row[0])
     # Reserving the ids began the caller's transaction, if it has one.
     held = conn.info.transaction_status == TransactionStatus.INTRANS
     with conn.transaction() if held else nullcontext(), conn.cursor() as cur:

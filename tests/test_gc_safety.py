@@ -438,3 +438,54 @@ def test_a_sweep_cut_at_its_timeout_deletes_no_more(
         runtime().close()
     assert len(slow.deletes) < 10
     assert [t for t in slow.deletes if t > cut + 0.5] == []
+
+
+class RefusesDeletes:
+    """A store that will not delete `refused` objects (an immutable file,
+    S3 Object Lock), or any at all."""
+
+    def __init__(self, store: Any, refused: set[str] | None) -> None:
+        self._store = store
+        self._refused = refused
+        self.tried: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def delete(self, tenant_id: str, digest: str) -> None:
+        from tick.handlers.stores.base import StoreError
+
+        self.tried.append(digest)
+        if self._refused is None or digest in self._refused:
+            raise StoreError(f"deleting {digest}: Operation not permitted")
+        self._store.delete(tenant_id, digest)
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_an_object_the_store_will_not_delete_stops_no_sweep(
+    db_url: str, conn: psycopg.Connection[Any], store: Any, everything: bool
+) -> None:
+    """One object the store refused to delete aborted every epoch of its
+    tenant (the same object first each time), nothing collected until the
+    job's attempts ran out. It is passed over and named; a store that
+    refuses every delete (read-only) still aborts the epoch, a Retry."""
+    ensure_tenant(conn, T)
+    orphans = sorted(store.put(T, f"orphan {n}".encode()) for n in range(12))
+    backdate_all(store)
+    refusing = RefusesDeletes(store, None if everything else {orphans[0]})
+    configure(db_url, refusing, gc_canary_size=2)
+    try:
+        enqueue(conn, "gc_sweep", {"tenant_id": T})
+        report = drain(conn)
+    finally:
+        runtime().close()
+    state, deleted, error = conn.execute(
+        "SELECT state, deleted, error FROM awc.gc_epochs").fetchone()
+    if everything:
+        assert report.retried == 1 and state == "ABORTED" and deleted == 0
+        assert len(refusing.tried) == 3 and "not permitted" in error
+        assert all(store.head(T, d) is not None for d in orphans)
+    else:
+        assert report.completed == 1 and state == "COMPLETED" and deleted == 11
+        assert f"1 objects the store would not delete, such as {orphans[0]}" in error
+        assert [d for d in orphans if store.head(T, d) is not None] == [orphans[0]]

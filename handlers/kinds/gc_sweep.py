@@ -43,6 +43,9 @@ from ..trees import Walk, walk_closure
 from .payloads import TenantPayload
 
 DELETE_CHUNK = 100
+# Deletes refused in a row before the store, not its objects, is taken to
+# be at fault (read-only, unreachable): the epoch is aborted then.
+REFUSED_IN_A_ROW = 3
 
 TENANT_EXISTS = "SELECT 1 FROM awc.tenants WHERE id = %(tenant)s"
 
@@ -138,6 +141,10 @@ class Epoch:
     cleared: dict[UUID, frozenset[str]] = field(default_factory=dict)
     mark: set[str] = field(default_factory=set)
     deleted_before_loss: int = 0  # deletes of the batch whose lock was lost
+    # Objects the store would not delete (an immutable file, S3 Object Lock):
+    # passed over and named, so that one of them stops no tenant's GC.
+    undeletable: dict[str, str] = field(default_factory=dict)
+    refused_in_a_row: int = 0
 
     def remark(self, conn: Any, *, pause: bool = False) -> set[str] | None:
         """Extend the mark with the closures of live snapshots not walked yet
@@ -212,8 +219,16 @@ class Epoch:
                     # went on deleting for minutes against a slow store.
                     self.between()
                     conn.execute(LOCK_HELD)  # raises once the session is gone
-                    self.rt.store.delete(self.tenant, digest)
+                    try:
+                        self.rt.store.delete(self.tenant, digest)
+                    except StoreError as error:
+                        self.undeletable[digest] = str(error)
+                        self.refused_in_a_row += 1
+                        if self.refused_in_a_row >= REFUSED_IN_A_ROW:
+                            raise  # the store, not an object: the epoch is aborted
+                        continue
                     deleted += 1
+                    self.refused_in_a_row = 0
         except psycopg.Error as error:
             self.deleted_before_loss = deleted
             raise LockLost(f"lost the tenant lock's session ({type(error).__name__})") from None
@@ -363,5 +378,10 @@ def _sweep(epoch: Epoch, state: dict[str, Any], counts: dict[str, int]) -> Any:
         counts["deleted"] += epoch.delete(rest[start:start + DELETE_CHUNK])
         epoch.journal.took(time.monotonic() - began)
     counts["marked"] = len(epoch.mark)
-    _end(epoch, "COMPLETED", counts)
-    return Complete({"epoch": epoch.id, "dry_run": False, **counts})
+    kept = epoch.undeletable
+    first = next(iter(kept.items()), None)
+    _end(epoch, "COMPLETED", counts, None if first is None else (
+        f"{len(kept)} objects the store would not delete, such as {first[0]}: "
+        f"{first[1]}")[:500])
+    return Complete({"epoch": epoch.id, "dry_run": False, **counts,
+                     **({"undeletable": len(kept)} if kept else {})})

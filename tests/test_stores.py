@@ -146,3 +146,14 @@ def test_s3_transport_failure_is_a_store_error(moto_s3: MotoS3) -> None:
 def test_unknown_scheme_is_a_settings_error(url: str) -> None:
     with pytest.raises(SettingsError, match="unknown scheme"):
         open_store(url)
+
+
+def test_a_failed_listing_says_the_s3_error_code(moto_s3: MotoS3) -> None:
+    """Every S3 call said its error code but the listing ("listing objects:
+    ClientError"): an operator could not tell a missing bucket from a
+    throttle."""
+    from tests.support import moto_store
+
+    store = moto_store(moto_s3, "no-such-bucket-here")
+    with pytest.raises(StoreError, match="listing objects: S3 error NoSuchBucket"):
+        list(store.list("acme"))

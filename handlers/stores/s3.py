@@ -116,5 +116,8 @@ class S3Store(ContentAddressed):
                     digest = "sha256:" + item["Key"][len(base):]
                     if is_digest(digest):
                         yield ObjectInfo(digest, int(item["Size"]), item["LastModified"])
-        except (ClientError, BotoCoreError) as error:
+        except ClientError as error:  # its code, as every other call says it
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            raise StoreError(f"listing objects: S3 error {code or 'unknown'}") from None
+        except BotoCoreError as error:
             raise StoreError(f"listing objects: {type(error).__name__}") from None

@@ -158,10 +158,6 @@ def make_server(
     return BoundedServer((address, port), Handler, events or NullEvents())
 
 
-# How long a lost database is retried before /readyz says so.
-UNREACHABLE_SHOWN_SECS = 2.0
-
-
 def database_troubles(since: Callable[[], float | None] | None = None) -> list[str]:
     """Why the database keeps this process from working, from in-process
     state: exchanges unanswered for `STUCK_SECS`, and (given `since`, the
@@ -172,9 +168,7 @@ def database_troubles(since: Callable[[], float | None] | None = None) -> list[s
 
     found = stuck(STUCK_SECS)
     lost = since() if since is not None else None
-    # A reconnect that takes a moment (an idle session the server ended) is
-    # no unreadiness: shown at once, /readyz flapped on every poll.
-    if lost is not None and time.monotonic() - lost >= UNREACHABLE_SHOWN_SECS:
+    if lost is not None:
         found.append(f"unreachable for {time.monotonic() - lost:.0f} s (reconnecting)")
     return found
 

@@ -393,16 +393,23 @@ def test_a_store_directory_that_is_gone_is_an_outage_not_missing_objects(
         runtime().close()
 
 
-class SlowDeletes:
-    """A store whose deletes each take `secs` (a throttled S3)."""
+class WrappedStore:
+    """`store`, but for the calls a subclass makes its own."""
 
-    def __init__(self, store: Any, secs: float) -> None:
+    def __init__(self, store: Any) -> None:
         self._store = store
-        self._secs = secs
-        self.deletes: list[float] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class SlowDeletes(WrappedStore):
+    """A store whose deletes each take `secs` (a throttled S3)."""
+
+    def __init__(self, store: Any, secs: float) -> None:
+        super().__init__(store)
+        self._secs = secs
+        self.deletes: list[float] = []
 
     def delete(self, tenant_id: str, digest: str) -> None:
         import time
@@ -440,17 +447,14 @@ def test_a_sweep_cut_at_its_timeout_deletes_no_more(
     assert [t for t in slow.deletes if t > cut + 0.5] == []
 
 
-class RefusesDeletes:
+class RefusesDeletes(WrappedStore):
     """A store that will not delete `refused` objects (an immutable file,
     S3 Object Lock), or any at all."""
 
     def __init__(self, store: Any, refused: set[str] | None) -> None:
-        self._store = store
+        super().__init__(store)
         self._refused = refused
         self.tried: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def delete(self, tenant_id: str, digest: str) -> None:
         from tick.handlers.stores.base import StoreError

@@ -402,13 +402,14 @@ def test_maintenance_that_keeps_failing_is_in_readyz_and_an_ended_idle_session_s
     (idle_session_timeout shorter than the interval) failed every other
     pass. Two failed passes in a row are in /readyz; an ended idle session
     is replaced at once."""
-    from tests.support import free_port, http_get, spawn, stop, wait_for
+    from tests.support import free_port, http_get, read_stderr, spawn, stop, wait_for
 
     name = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{name}" SET idle_session_timeout = \'1s\'')
     port = free_port()
     env = {**awc_env, "AWC_MAINTENANCE_INTERVAL_SECS": "2", "AWC_METRICS_PORT": str(port)}
     proc = spawn(env, "maintenance", "run")
+    lines = read_stderr(proc)
     try:
         def passes() -> int:
             row = conn.execute("SELECT count(*) FROM awc.ticks WHERE driver = 'maintenance' "
@@ -424,6 +425,8 @@ def test_maintenance_that_keeps_failing_is_in_readyz_and_an_ended_idle_session_s
             "ORDER BY id").fetchall()[1:]
         assert sorted(g for (g,) in gaps)[len(gaps) // 2] < 3.5, gaps
         assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        # Nor is a connection ended while idle a failed pass to warn of.
+        assert [ln for ln in lines if "maintenance_failed" in ln] == []
         conn.execute("""
             CREATE FUNCTION refuse_ticks() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN RAISE EXCEPTION 'short' USING ERRCODE = 'out_of_memory'; END $$;

@@ -173,6 +173,7 @@ class RoundTrip:
     timeouts: dict[int, float] = field(default_factory=dict)
     # writes a refusal not their own kept out (`record_each`): sent again later
     kept: Writes = field(default_factory=Writes)
+    claim_refused: bool = False  # the claim, sent apart, met a passing refusal
 
 def array_literal(values: Sequence[str | None]) -> str:
     """`values` as one PostgreSQL array literal (NULL for None, every other

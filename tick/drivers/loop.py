@@ -156,16 +156,16 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
 
                 if not isinstance(error, psycopg.Error | DatabaseError):
                     raise
-                metrics.api_error("maintenance")
-                detail = str(as_database_error(error, "maintenance", None))
-                events.log("warning", "maintenance_failed", error=type(error).__name__,
-                           detail=detail)
                 lost = conn is not None and session_lost(conn, error)
                 if conn is not None:
                     conn.close()
                 conn = None
                 if lost and not fresh:  # ended while it idled (a restart, an idle
                     continue            # timeout): a new connection now, not a pass later
+                metrics.api_error("maintenance")
+                detail = str(as_database_error(error, "maintenance", None))
+                events.log("warning", "maintenance_failed", error=type(error).__name__,
+                           detail=detail)
                 if failing is not None:
                     failing.failed(began, detail)
             stop.wait(settings.maintenance_interval_secs)

@@ -28,6 +28,9 @@ MIN_CLAIM_SECS = 1.0
 # How soon to claim again when a global limit held ready jobs back (SPEC §18):
 # room comes back as a limited job ends or a rate window slides.
 HELD_BACK_RETRY_SECS = 0.2
+# How soon a claim the server refused is sent again: a second, so that a
+# full disk or a held lock costs one `claim_refused` warning a second.
+REFUSED_RETRY_SECS = 1.0
 
 
 class Claims:
@@ -108,13 +111,21 @@ class Claims:
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
              held_back: bool = False, mark: str | None = None,
-             fair: FairAnswer = NO_FAIR) -> None:
+             fair: FairAnswer = NO_FAIR, refused: bool = False) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run
         claims again shortly, until its deadline (SPEC §18); or the fair
         claim or its gate said ready jobs are left (`fair.more`, SPEC §23):
-        then it claims again at once (`fair.again`) or shortly."""
+        then it claims again at once (`fair.again`) or shortly. A claim the
+        server `refused` (a cancel, a lock, no room: decision 0036) says
+        nothing of the queue: claimed again shortly, as if held back (taken
+        for a short claim, it ended a tick `drained` with thousands ready)."""
+        if refused:
+            self.ended = None if self.ended == "drained" else self.ended
+            self.held_back = True
+            self.idle_until = time.monotonic() + REFUSED_RETRY_SECS
+            return
         self.cursor.moved(mark, time.monotonic())
         self.fair = fair.next
         if fair.key is not None:

@@ -275,7 +275,8 @@ class Coordinator:
         self.heartbeats.answer(batch.heartbeats, sent, result.extended, result.refused,
                                self.leases)
         if claim is not None:  # before settle's read: a connection lost there loses no job
-            self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair)
+            self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair,
+                             result.claim_refused)
             self._dispatch(result.claimed, sent, result.timeouts)
         self.flush.keep(result.kept, batch.written, sent)  # not counted while kept out
         try:

@@ -241,6 +241,7 @@ def record_apart(conn: psycopg.Connection[Any], writes: Writes, claim: ClaimRequ
                 raise
             events.log("warning", "claim_refused", error=f"{type(why).__name__}: "
                        f"{_first_line(why)}")
+            done.claim_refused = True
             return done
         done.claimed, done.mark = claimed.claimed, claimed.mark
         done.timeouts = claimed.timeouts

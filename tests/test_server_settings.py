@@ -338,7 +338,8 @@ def test_the_lines_of_a_database_error_stay_apart_in_its_awc_line() -> None:
                      "connection unexpectedly")
 
 
-def test_a_database_in_replica_mode_is_refused_by_name(db_url: str, server_url: str) -> None:
+def test_a_database_in_replica_mode_is_refused_by_name(db_url: str, server_url: str,
+                                                      tmp_path: Any) -> None:
     """`session_replication_role = replica` on awc's database or role (as a
     logical replication tool sets it) fires none of awc's triggers: the
     children of a failed parent waited for ever, `on_parent_failure=run`
@@ -358,6 +359,10 @@ def test_a_database_in_replica_mode_is_refused_by_name(db_url: str, server_url: 
         assert "Traceback" not in done.stderr
         last = done.stderr.strip().splitlines()[-1]
         assert last.startswith("awc: ") and "session_replication_role" in last, last
+    # The demo on that database says so before it makes a directory.
+    demo = run_awc(env, "demo", "--dir", str(tmp_path / "d"), "--database-url", db_url)
+    assert demo.returncode == 1 and "session_replication_role" in demo.stderr, demo.stderr
+    assert not (tmp_path / "d").exists()
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("SELECT state FROM awc.jobs WHERE id = %s",
                             (job,)).fetchone() == ("PENDING",)

@@ -143,6 +143,12 @@ def run_demo(directory: str, database_url: str | None) -> None:
     load_settings()  # every command validates the environment first (SPEC §2)
     root = Path(directory).expanduser().resolve()
     store_dir = root / "store"
+    if database_url is not None:
+        from tick.db import check_dsn
+
+        dsn = check_dsn(database_url, "--database-url")
+        with connect(dsn) as conn:  # refused (unreachable, replica mode) before any file
+            migrate(conn)
     try:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(store_dir, ignore_errors=True)
@@ -155,9 +161,6 @@ def run_demo(directory: str, database_url: str | None) -> None:
         dsn, server = _embedded_database(root)
         tenant, queue, own_database = "acme", "default", True
     else:
-        from tick.db import check_dsn
-
-        dsn = check_dsn(database_url, "--database-url")
         mark = secrets.token_hex(4)
         tenant, queue, own_database = f"demo-{mark}", f"demo-{mark}", False
     try:

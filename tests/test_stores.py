@@ -157,3 +157,25 @@ def test_a_failed_listing_says_the_s3_error_code(moto_s3: MotoS3) -> None:
     store = moto_store(moto_s3, "no-such-bucket-here")
     with pytest.raises(StoreError, match="listing objects: S3 error NoSuchBucket"):
         list(store.list("acme"))
+
+
+def test_a_get_answering_404_for_an_object_a_head_finds_is_an_outage(moto_s3: MotoS3) -> None:
+    """S3 answering 404 to a GET for a moment (HEAD and LIST still showing
+    the object): taken for a missing object, a scrub degraded its snapshot
+    and GC then deleted the children of the tree it could not read. A GET
+    and a HEAD that disagree are an outage; a real miss is still a miss."""
+    from botocore.exceptions import ClientError
+
+    from tests.support import moto_store
+
+    store = moto_store(moto_s3, new_bucket(moto_s3))
+    digest = store.put("acme", b"there all along")
+
+    def flapping(**kwargs: Any) -> Any:  # the fault, as the transport would answer it
+        raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+
+    store._client.get_object = flapping
+    with pytest.raises(StoreError, match="answered 404 for an object a HEAD finds"):
+        b"".join(store.chunks("acme", digest))
+    with pytest.raises(ObjectMissing):
+        b"".join(store.chunks("acme", digest_of(b"never written")))

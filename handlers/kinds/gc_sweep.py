@@ -27,6 +27,7 @@ and re-checks under the tenant lock as always.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -352,6 +353,9 @@ def _sweep(epoch: Epoch, state: dict[str, Any], counts: dict[str, int]) -> Any:
         if info.digest not in epoch.mark and info.last_modified < epoch.cutoff:
             candidates.append(info.digest)
     counts["candidates"] = len(candidates)
+    # In no fixed order: three objects the store will not delete, first in
+    # every listing, would abort every epoch of the tenant (REFUSED_IN_A_ROW).
+    random.shuffle(candidates)
     planned = candidates[: max(settings.gc_batch_size - state["deleted"], 0)]
     if settings.gc_dry_run:
         _end(epoch, "COMPLETED", counts)
@@ -381,7 +385,8 @@ def _sweep(epoch: Epoch, state: dict[str, Any], counts: dict[str, int]) -> Any:
     kept = epoch.undeletable
     first = next(iter(kept.items()), None)
     _end(epoch, "COMPLETED", counts, None if first is None else (
-        f"{len(kept)} objects the store would not delete, such as {first[0]}: "
+        f"{len(kept)} objects the store did not delete (left for a later epoch), such as "
+        f"{first[0]}: "
         f"{first[1]}")[:500])
     return Complete({"epoch": epoch.id, "dry_run": False, **counts,
                      **({"undeletable": len(kept)} if kept else {})})

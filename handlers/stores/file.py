@@ -15,7 +15,7 @@ import os
 import secrets
 import stat
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -78,7 +78,15 @@ class FileStore(ContentAddressed):
     def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
         name = hex_of(digest)
         try:
-            with self._objects_dir(tenant_id) as folder:
+            with ExitStack() as stack:
+                try:
+                    folder = stack.enter_context(self._objects_dir(tenant_id))
+                except FileNotFoundError:
+                    # The tenant's directory gone under a root still there (a
+                    # volume not mounted on its mount point): no object of a
+                    # registered snapshot can be read: an outage, not a verdict.
+                    raise StoreError(f"the tenant's directory in the store is missing "
+                                     f"(reading {digest}; a volume not mounted?)") from None
                 # Non-blocking, then only a regular file is read: opening a
                 # FIFO there blocked its thread for good (and held a pooled
                 # connection), a device never ended.

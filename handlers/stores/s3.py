@@ -78,8 +78,17 @@ class S3Store(ContentAddressed):
     def chunks(self, tenant_id: str, digest: str) -> Generator[bytes, None, None]:
         from botocore.exceptions import BotoCoreError
 
-        reply = self._call(digest, self._client.get_object, Bucket=self.bucket,
-                           Key=self._key(tenant_id, digest))
+        key = self._key(tenant_id, digest)
+        try:
+            reply = self._call(digest, self._client.get_object, Bucket=self.bucket, Key=key)
+        except ObjectMissing:
+            # Missing to a GET, there to a HEAD: the store is not answering
+            # straight (a flap), and "missing" would be a verdict (a scrub
+            # degraded the snapshot and GC then deleted the tree's children).
+            if self.head(tenant_id, digest) is not None:
+                raise StoreError(f"{digest}: a GET answered 404 for an object a HEAD "
+                                 "finds") from None
+            raise
         body = reply["Body"]
         try:
             yield from body.iter_chunks(CHUNK_SIZE)

@@ -26,6 +26,11 @@ from .base import (
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 
 
+def _code(error: Any) -> str:
+    """A botocore ClientError's S3 error code ("NoSuchKey", "SlowDown"), or ""."""
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
 class S3Store(ContentAddressed):
     """Objects at `s3://<bucket>/<prefix>/<tenant>/objects/sha256/<hex>`."""
 
@@ -68,7 +73,7 @@ class S3Store(ContentAddressed):
         try:
             return fn(**kwargs)
         except ClientError as error:
-            code = str(error.response.get("Error", {}).get("Code", ""))
+            code = _code(error)
             if code in _MISSING_CODES:
                 raise ObjectMissing(what) from None
             raise StoreError(f"{what}: S3 error {code or 'unknown'}") from None
@@ -126,7 +131,6 @@ class S3Store(ContentAddressed):
                     if is_digest(digest):
                         yield ObjectInfo(digest, int(item["Size"]), item["LastModified"])
         except ClientError as error:  # its code, as every other call says it
-            code = str(error.response.get("Error", {}).get("Code", ""))
-            raise StoreError(f"listing objects: S3 error {code or 'unknown'}") from None
+            raise StoreError(f"listing objects: S3 error {_code(error) or 'unknown'}") from None
         except BotoCoreError as error:
             raise StoreError(f"listing objects: {type(error).__name__}") from None

@@ -56,6 +56,12 @@ class Failing:
     what: str = "the tick runner"
     shown_from: int = 1  # the failures in a row before /readyz says so
 
+    @classmethod
+    def of_maintenance(cls) -> Failing:
+        """The maintenance part's: two failed passes in a row (no rescue, no
+        schedule fires meanwhile) are in /readyz until a pass holds."""
+        return cls(settle_secs=0.0, what="maintenance", shown_from=2)
+
     def failed(self, began: float, why: str) -> int:
         """A run that began at `began` failed: the streak's attempts so far.
         A run that held RUN_HELD_SECS starts a new streak (and backoff)."""
@@ -130,7 +136,7 @@ def maintenance_part(settings: Settings, metrics: Metrics, events: EventSink, *,
         while not stop.is_set():
             began, fresh = time.monotonic(), conn is None or conn.closed
             try:
-                if conn is None or conn.closed:
+                if conn is None or conn.closed:  # `fresh`, as the type checker reads it
                     conn = connect(settings.dsn(), prepare=settings.db_prepare,
                                    purpose="maintenance")
                 now_busy = busy() if busy else 0
@@ -251,8 +257,7 @@ def _run_loop(settings: Settings, stop: threading.Event, events: DetachedEvents,
     # A run that ran again this long without failing (a claim in each poll)
     # makes the process ready again.
     failing = Failing(settle_secs=max(5.0, 2 * settings.worker_poll_interval_ms / 1000))
-    # Two failed passes in a row: no rescue, no schedule fires meanwhile.
-    maintenance = Failing(settle_secs=0.0, what="maintenance", shown_from=2)
+    maintenance = Failing.of_maintenance()
 
     def troubles() -> list[str]:
         # A stuck exchange, the engine retrying a lost database (SPEC §7.2),
@@ -347,7 +352,7 @@ def run_maintenance_role(settings: Settings, stop: threading.Event) -> None:
     # Connect and migrate first (SPEC §3).
     open_database(settings, ride_out_until=time.monotonic() + START_RIDE_OUT_SECS).close()
     supervisor = Supervisor(stop, events=events)
-    failing = Failing(settle_secs=0.0, what="maintenance", shown_from=2)
+    failing = Failing.of_maintenance()
 
     def troubles() -> list[str]:
         from tick.drivers.health import database_troubles

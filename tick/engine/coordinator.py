@@ -159,7 +159,6 @@ class Coordinator:
         self.leases.failed(time.monotonic())  # they cannot be renewed now
         if not (self.spec.reconnect and error.connection_lost):
             raise error
-        last = math.inf if self.spec.deadline is None else self.spec.deadline - CONNECT_TIMEOUT_SECS
         self.engine.unreachable_since = time.monotonic()  # the loop is unready meanwhile
         attempt = 0
         try:
@@ -169,8 +168,7 @@ class Coordinator:
                 self._give_up(now)
                 if self.stop.is_set() and self.stopping_since is None:
                     self._begin_stop(now)
-                if self.stopping_since is not None:
-                    last = min(last, self.stopping_since + self.spec.stop_grace_secs)
+                last = self._must_end_by(CONNECT_TIMEOUT_SECS)
                 if now >= last:
                     raise error
                 delay = min(reconnect_delay(attempt, self.reconnect_jitter),
@@ -252,8 +250,7 @@ class Coordinator:
         sent = time.monotonic()
         conn = self.engine.conn
         closing = None if self.running or self.flush.kept else self.row.foresee(
-            self.report, batch, claim, self.claims.ended and self.claims.stop_reason(
-                self.deadline_cuts), self.deadline_cuts, self.began)
+            self.report, batch, claim, self.claims, self.deadline_cuts, self.began)
         # A loop's first claim of a stretch opens the stretch's row (SPEC §16).
         opening = self.row.opening(claim) if closing is None and not self.report.claimed \
             else None
@@ -288,15 +285,13 @@ class Coordinator:
 
     def _resend_kept(self, now: float) -> None:
         """The outcomes kept out, sent again when due, the last time a second
-        before the run must end (a stop: its grace); then left to their leases."""
-        end = math.inf if self.spec.deadline is None else self.spec.deadline
-        if self.stopping_since is not None:
-            end = min(end, self.stopping_since + self.spec.stop_grace_secs)
-        if now < min(self.flush.kept_due, end - 1.0):
+        before the deadline (a stop: at its grace's end); then left to leases."""
+        last = self._must_end_by(1.0)
+        if now < min(self.flush.kept_due, last):
             return
         conn = self.engine.conn
         try:
-            resend_kept(conn, self.flush, now, now >= end - 1.0, self.report,
+            resend_kept(conn, self.flush, now, now >= last, self.report,
                         self.engine.events, self.engine.observer)
         except Exception as error:
             raise as_database_error(error, "recording outcomes kept out", conn) from None
@@ -344,6 +339,12 @@ class Coordinator:
         self.flush.record(run, *run.outcome)
 
     # -- deadlines, stop, fences, leases ---------------------------------------
+
+    def _must_end_by(self, before_deadline: float = 0.0) -> float:
+        """Its deadline (less `before_deadline`), or its stop's grace's end if sooner."""
+        spec, since = self.spec, self.stopping_since
+        return min(math.inf if spec.deadline is None else spec.deadline - before_deadline,
+                   math.inf if since is None else since + spec.stop_grace_secs)
 
     def _expire(self, now: float) -> None:
         grace_over = (self.stopping_since is not None

@@ -120,7 +120,8 @@ class Flush:
         at `kept_due`; heartbeats and renewals kept out are not carried (the
         handler's call failed; the engine picks renewals again)."""
         outcomes = Writes(complete=kept.complete, retry=kept.retry, fail=kept.fail,
-                          release=kept.release, continuations=kept.continuations)
+                          release=kept.release, continuations=kept.continuations
+                          ) if kept else kept  # nothing kept: every round trip's case
         if not outcomes:
             if not self.kept:
                 self.kept_tries = 0

@@ -24,6 +24,7 @@ from tick.statements import sql
 if TYPE_CHECKING:
     import psycopg
 
+    from tick.engine.claims import Claims
     from tick.engine.spec import RunSpec
     from tick.events import EventSink
     from tick.queue import ClaimRequest
@@ -96,23 +97,22 @@ class HistoryRow:
         return closing(self.tick_id, start, report, slots, seed=self.seed(time.monotonic()))
 
     def foresee(self, report: TickReport, batch: Flush, claim: ClaimRequest | None,
-                ended: StopReason | None, deadline_cuts: int,
+                claims: Claims, deadline_cuts: int,
                 began: float) -> tuple[Tail, TickReport] | None:
         """If this round trip may end the run (a loop: its busy stretch), its
         closing statement, with the report it foresees: `report` once `batch`
         is settled. Nothing else runs (the caller asks only then), so the run
-        ends unless `claim`, if any, takes a job; `ended` is why a run that
-        claims no more ends, if it does (SPEC §16: no round trip of its own on
-        the hot path)."""
+        ends unless `claim`, if any, takes a job, or `claims` ended (SPEC
+        §16: no round trip of its own on the hot path)."""
         stop_reason: StopReason
         if self.spec.continuous:
             if claim is None or report.claimed == 0:
                 return None  # a stretch ends only at a claim that comes back short
             stop_reason = report.stop_reason
         elif claim is None:
-            if ended is None:
+            if claims.ended is None:
                 return None
-            stop_reason = ended
+            stop_reason = claims.stop_reason(deadline_cuts)
         else:
             stop_reason = "deadline" if deadline_cuts else "drained"
         ahead = foreseen(report, batch)

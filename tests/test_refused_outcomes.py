@@ -202,32 +202,17 @@ def test_an_outcome_a_lock_kept_out_for_a_moment_is_recorded(db_url: str) -> Non
     the job nor ends the run with its batch unrecorded: the rest of the
     batch is recorded, and the outcome kept out is sent again after a
     pause."""
-
     from tick.db import connect
-    from tick.engine.api import Engine
     from tick.engine.spec import RunSpec
 
-    def engine_conn() -> psycopg.Connection[Any]:
-        found = connect(db_url)
-        found.execute("SET lock_timeout = '50ms'")  # as a role or a database may set it
-        return found
-
     def held(ctx: Any, payload: Any) -> dict[str, bool]:
-        other = psycopg.connect(db_url, autocommit=True)
-        other.execute("BEGIN")
-        other.execute("SELECT 1 FROM awc.jobs WHERE id = %s FOR UPDATE", (ctx.job_id,))
-
-        def let_go() -> None:
-            other.execute("COMMIT")
-            other.close()
-
-        threading.Timer(0.15, let_go).start()  # the row is held as the outcome is sent
+        _hold_row(db_url, ctx.job_id, 0.15)  # the row is held as the outcome is sent
         return {"held": True}
 
     with connect(db_url) as conn:
         ids = enqueue_many(conn, [{"kind": "quiet"}] * 3 + [{"kind": "held"}])
-        engine = Engine(engine_conn, registry=registry_with(
-            quiet=lambda ctx, p: {"quiet": True}, held=held))
+        engine = _locked_engine(db_url, registry_with(
+            quiet=lambda ctx, p: {"quiet": True}, held=held), _Logged())
         try:
             report = engine.run(RunSpec(deadline=time.monotonic() + 30, concurrency=4))
         finally:

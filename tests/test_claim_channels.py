@@ -27,28 +27,32 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_kinds": ({"claim_limits"}, {"claim_limited_jobs"}),
     "awc.held_queues": ({"claim_limits"}, {"claim_limited_jobs"}),
     "awc.limited_kinds": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
-                                             "claim_keyed_gate", "claim_jobs",
-                                             "claim_jobs_in_queue"}),
+                                             "claim_dense_jobs", "claim_keyed_gate",
+                                             "claim_jobs", "claim_jobs_in_queue"}),
     "awc.limited_queues": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
-                                              "claim_keyed_gate", "claim_jobs",
-                                              "claim_jobs_in_queue"}),
-    "awc.limited_claimed": ({"claim_limited_jobs"}, {"claim_keyed_jobs", "claim_jobs",
-                                                     "claim_jobs_in_queue"}),
+                                              "claim_dense_jobs", "claim_keyed_gate",
+                                              "claim_jobs", "claim_jobs_in_queue"}),
+    "awc.limited_claimed": ({"claim_limited_jobs"}, {"claim_keyed_jobs", "claim_dense_jobs",
+                                                     "claim_jobs", "claim_jobs_in_queue"}),
     "awc.walk": ({"claim_limited_jobs"},
-                 {"claim_keyed_jobs", "claim_keyed_gate", "claim_jobs", "claim_jobs_in_queue"}),
+                 {"claim_keyed_jobs", "claim_dense_jobs", "claim_keyed_gate", "claim_jobs",
+                  "claim_jobs_in_queue"}),
     # SPEC §23 (decision 0034): the fair claim took the slots, or (-1) left them
-    # (its gate: 0, a keyed job is ready and the fair claim is sent next)
-    "awc.keyed_claimed": ({"claim_keyed_jobs", "claim_keyed_gate"},
+    # (its gate: 0, a keyed job is ready and the fair claim is sent next;
+    # its short form, claim_dense_jobs, as the fair claim)
+    "awc.keyed_claimed": ({"claim_keyed_jobs", "claim_dense_jobs", "claim_keyed_gate"},
                           {"claim_jobs", "claim_jobs_in_queue"}),
     # SPEC §23: the per-key limits step 1 holds, and whether any exists
     "awc.held_key_limits": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs"}),
     "awc.key_limited": ({"claim_limits"}, {"claim_limited_jobs", "claim_keyed_jobs",
-                                           "claim_jobs", "claim_jobs_in_queue"}),
+                                           "claim_dense_jobs", "claim_jobs",
+                                           "claim_jobs_in_queue"}),
     # SPEC §23: a per-key limit in the fair claim holds jobs back too
     "awc.held_back": ({"claim_limited_jobs", "claim_keyed_jobs"},
                       {"finish_tick", "record_tick"}),
     # SPEC §23: the fair claim too (the engine sends no walk after a fair claim)
-    "awc.claimed": ({"claim_keyed_jobs", "claim_jobs", "claim_jobs_in_queue"},
+    "awc.claimed": ({"claim_keyed_jobs", "claim_dense_jobs", "claim_jobs",
+                     "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
     # SPEC §20, not a claim: an operator's retry tells the revived rows'
     # triggers to leave their descendants, which it revives at once after
@@ -66,7 +70,8 @@ TAILS = {"finish_tick", "record_tick", "open_stretch"}
 def step(name: str) -> int:
     if name in TAILS:
         return ORDER.index("tail")
-    same = {"claim_jobs_in_queue": "claim_jobs", "claim_keyed_gate": "claim_keyed_jobs"}
+    same = {"claim_jobs_in_queue": "claim_jobs", "claim_keyed_gate": "claim_keyed_jobs",
+            "claim_dense_jobs": "claim_keyed_jobs"}
     return ORDER.index(same.get(name, name))
 
 

@@ -261,13 +261,14 @@ def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
     assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text
 
 
-def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None) -> dict[str, int]:
+def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None,
+           key_after: str | None = None) -> dict[str, int]:
     """Which of the fair claim's ranking steps ran (their rows) in one claim
     of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
     generic plan, rolled back."""
     from tick.queue import NO_CURSOR, array_literal, new_nonce
 
-    params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None,
+    params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
               "slots": array_literal([f"s{i}" for i in range(slots)]),
               "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     with conn.transaction(force_rollback=True):
@@ -368,3 +369,161 @@ def test_a_kind_filter_passes_keys_without_its_kind_in_one_read_on(
         # together): about 100 buffers here; a probe and a range read per
         # key passed came to 4,000 and more.
         assert reads < 600, (k, reads)
+
+
+def test_many_keys_with_few_jobs_each_are_read_in_one_pass(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A tenant per customer, a few jobs each: the claim reads the keys'
+    heads in one pass of the key index from the cursor (`dense`) and never
+    runs the walk of keys, a probe per key (decision 0034). With more jobs
+    per key than the pass reads, fewer keys than slots, or a kind filter,
+    the walk decides."""
+    for n in range(40):
+        enqueue(conn, 2, f"k{n:02d}")
+    conn.execute("ANALYZE awc.jobs")
+    dense = ranked(conn, 8, None)
+    assert dense["dense"] == 8 and dense["claimed"] == 8, dense
+    assert dense["groups"] == 0, dense  # the walk's first step found its gate shut
+    assert ranked(conn, 64, None)["groups"] > 0  # 40 keys, 64 slots
+    filtered = ranked(conn, 8, ["noop"])
+    assert filtered["dense"] == 0 and filtered["groups"] >= 8, filtered
+    conn.execute("TRUNCATE awc.jobs")
+    for n in range(40):
+        enqueue(conn, 6, f"k{n:02d}")  # 32 entries hold 6 keys, not 8
+    deep = ranked(conn, 8, None)
+    assert deep["dense"] == 6 and deep["groups"] >= 8 and deep["claimed"] == 8, deep
+
+
+def _fair_claim(conn: psycopg.Connection[Any], text: str, slots: int,
+                key_after: str) -> tuple[list[int], tuple[Any, ...]]:
+    """The ids one fair claim statement `text` takes and its last row (the
+    key cursors it gives back, held_back, fair, more, dense), rolled back."""
+    from tick.queue import NO_CURSOR, array_literal, new_nonce
+
+    params = {**NO_CURSOR, "nonce": new_nonce(), "key_after": key_after, "queue": None,
+              "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
+              "cap": 60.0, "leases": "{}", "kinds": None, "queues": None}
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql("pin_plans"))
+        rows = conn.execute(text, params).fetchall()
+    return sorted(row[0] for row in rows if row[0] is not None), rows[-1][13:]
+
+
+def test_the_one_pass_read_of_heads_claims_what_the_walk_of_keys_would(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The one-pass read (`dense`) is only a cheaper way to the walk's
+    answer: over random queues (keys with one to six jobs, jobs without a
+    key, a second priority, keys whose first jobs are due later) and random
+    key cursors, the claim takes the same jobs and leaves the same key
+    cursors as the same statement with that read turned off."""
+    import random
+
+    full = sql("claim_keyed_jobs")
+    walk_only = full.replace("LIMIT 4 * plan.want", "LIMIT 0")
+    assert walk_only != full
+    rng = random.Random(20261206)
+    dense_used = 0
+    for _ in range(40):
+        keys = random_queue(conn, rng)
+        for _ in range(3):
+            cursor = rng.choice(["{}", json.dumps({"*": rng.choice(keys)}),
+                                 json.dumps({"0": rng.choice(keys), "-1": rng.choice(keys)})])
+            slots = rng.randint(1, 24)
+            ids, row = _fair_claim(conn, full, slots, cursor)
+            walked, walked_row = _fair_claim(conn, walk_only, slots, cursor)
+            # The same jobs and key cursors (and held_back, fair, more);
+            # `dense` says which read answered.
+            assert (ids, row[:4]) == (walked, walked_row[:4]), (keys, cursor, slots)
+            dense_used += ranked(conn, slots, None, cursor).get("dense", 0) == slots
+    assert dense_used >= 10  # the one-pass read answered often enough to be tested
+
+
+
+def random_queue(conn: psycopg.Connection[Any], rng: Any) -> list[str]:
+    """A queue of its own, at random: up to 60 keys with one to six jobs
+    each, jobs without a key, one job in seven of priority 1, one in ten due
+    in an hour. Its keys."""
+    conn.execute("TRUNCATE awc.jobs")
+    keys = [f"t{n:03d}" for n in rng.sample(range(200), rng.randint(1, 60))]
+    for key in [*keys, None]:
+        for _ in range(rng.randint(0 if key is None else 1, 6)):
+            later = rng.random() < 0.1
+            conn.execute(
+                "INSERT INTO awc.jobs (kind, key, priority, run_at) VALUES ('noop', %s, %s, "
+                "now() + CASE WHEN %s THEN interval '1 hour' ELSE interval '0' END)",
+                (key, 1 if rng.random() < 0.15 else 0, later))
+    conn.execute("ANALYZE awc.jobs")
+    return keys
+
+
+def test_the_short_form_claims_what_the_full_fair_claim_would_or_nothing(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """claim_dense_jobs.sql, sent when the last fair claim's one-pass read
+    held: over random queues and key cursors it either claims exactly what
+    the full fair claim would (the same jobs, the same next key cursors) or
+    claims nothing and says `dense` false, so that the engine sends the full
+    claim at once; never a different set."""
+    import random
+
+    full, short = sql("claim_keyed_jobs"), sql("claim_dense_jobs")
+    rng = random.Random(61)
+    held = declined = 0
+    for _ in range(40):
+        keys = random_queue(conn, rng)
+        for _ in range(3):
+            cursor = rng.choice([
+                "{}", json.dumps({"~": ["0"], "0": rng.choice(keys)}),
+                json.dumps({"~": ["-1", "0"], "-1": rng.choice(keys), "0": rng.choice(keys)}),
+                json.dumps({"~": ["0"], "0": rng.choice(keys), "*": rng.choice(keys)})])
+            slots = rng.randint(1, 10)
+            ids, (mark, held_back, fair, more, dense) = _fair_claim(conn, short, slots, cursor)
+            assert held_back is False
+            if dense:
+                held += 1
+                want_ids, want_row = _fair_claim(conn, full, slots, cursor)
+                assert ids == want_ids and len(ids) == slots, (keys, cursor, slots)
+                assert json.loads(mark) == json.loads(want_row[0]), (mark, want_row)
+                assert want_row[4] is True  # the full claim says the short form would do
+            else:
+                declined += 1
+                assert ids == [] and mark is None, (ids, mark)
+                assert more is fair  # a keyed job ready: claim again at once, in full
+    assert held >= 10 and declined >= 10, (held, declined)
+
+
+def test_a_drain_of_many_keys_goes_on_in_the_short_form_and_back(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The engine's choice between the fair claim's forms (tick/engine/
+    claims.py), claim after claim over 300 keys of two jobs: after the first
+    full claim the short form claims, the wrap past the last key goes back
+    to the full claim once and then to the short form, and every job is
+    claimed once, each key's first job before any key's second."""
+    from tick.engine.claims import Claims
+    from tick.engine.spec import RunSpec
+
+    first = [enqueue(conn, 2, f"k{n:03d}")[0] for n in range(300)]
+    conn.execute("ANALYZE awc.jobs")
+    claims = Claims(RunSpec(), [f"s{i}" for i in range(32)], "{}")
+    forms: list[str] = []
+    taken: set[int] = set()
+    unfirst = set(first)
+    while len(taken) < 600:
+        request = claims.request(time.monotonic())
+        assert request is not None and len(forms) < 100
+        forms.append("short" if request.dense else "full" if request.fair else "gate")
+        done = round_trip(conn, Writes(), request)
+        claims.took(request, done.claimed, done.held_back, done.mark, done.fair)
+        batch = {row.id for row in done.claimed}
+        assert not batch & taken
+        taken |= batch
+        unfirst -= batch
+        # A key's second job only in a claim that took the last first jobs.
+        assert not unfirst or batch <= set(first), (len(forms), len(unfirst))
+        for row in done.claimed:
+            claims.release(row.slot)
+    assert forms.count("short") >= 15, forms
+    assert forms.count("full") <= 4, forms

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import migrated_database, scans, seq_scanned, sorted_walk
+from tests.support import migrated_database, nodes, scans, seq_scanned, sorted_walk
 from tick.maintenance import PRUNE_BATCH, RESCUE_LIMIT
 from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
@@ -295,3 +295,17 @@ def test_the_claims_passed_walk_is_bounded_on_its_ready_index(
         walk = passed_walk(text)
         assert [n.get("Index Name") for n in walk] == [index], walk
         assert "< ROW(" in walk[0]["Index Cond"] and "> ROW(" in walk[0]["Index Cond"], walk
+
+
+def test_the_fair_claims_short_form_reads_the_key_index_in_its_order(big: str) -> None:
+    """claim_dense_jobs.sql (SPEC §23, decision 0034) reads the keys' heads
+    in one pass of jobs_ready_key_idx, stopped by its LIMIT: its generic
+    plan must take that index in its own order (no sort of what it reads,
+    which would read the whole pass before the first head) and scan no
+    table."""
+    text = generic_plan(big, "claim_dense_jobs", {**CLAIM, "key_after": '{"~": ["0"]}'})
+    found = scans(text)
+    assert ("Index Scan", "jobs_ready_key_idx") in found, found
+    assert not seq_scanned(text, "jobs"), found
+    assert not any(n["Node Type"] == "Sort" and "jobs_ready_key_idx" in json.dumps(n)
+                   for n in nodes(text)), text

@@ -124,6 +124,9 @@ class ClaimRequest:
     # §23): send the fair claim, without the plain walk after it; else its
     # gate, then the walk (decision 0034).
     fair: bool = False
+    # And its one-pass read of the keys' heads held: send its short form
+    # (claim_dense_jobs.sql), which claims only if that read holds again.
+    dense: bool = False
     # The claim's tokens are this random uuid with the job's slot number in
     # its last four hex digits, so that a claim whose answer is lost can
     # still be told by its tokens (`lost_tokens`).
@@ -150,6 +153,7 @@ class FairAnswer(NamedTuple):
     more: bool = False  # the claim came back short with ready jobs left: not drained
     again: bool = False  # and claim again at once (else shortly: it may be held)
     key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
+    dense: bool = False  # its one-pass read held: the next fair claim may be the short form
 
 
 NO_FAIR = FairAnswer()  # no fair claim sent, or it did not claim
@@ -271,7 +275,8 @@ def round_trip(
             # The fair claim goes without the walk; its gate goes before it.
             # When the one sent cannot claim, the answer says so and the next
             # claim sends the other at once.
-            keyed = "claim_keyed_jobs" if claim.fair else "claim_keyed_gate"
+            keyed = ("claim_keyed_gate" if not claim.fair
+                     else "claim_dense_jobs" if claim.dense else "claim_keyed_jobs")
             conn.execute(sql("claim_limits"), params)
             limited_cur = conn.execute(sql("claim_limited_jobs"), params)
             keyed_cur = conn.execute(sql(keyed), params)
@@ -298,19 +303,22 @@ def round_trip(
     if claim is not None and not claim.fair and keyed_cur is not None:
         (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
         fair = FairAnswer(next=ready, more=ready, again=ready)
-    elif keyed_cur is not None:
-        taken, key_mark, ran, more = 0, None, False, False
+    elif claim is not None and keyed_cur is not None:
+        taken, key_mark, ran, more, dense = 0, None, False, False, False
         for row in keyed_cur.fetchall():
-            if row[0] is None:  # the key cursor, a per-key limit's held_back, ran, more
-                key_mark, held, ran, more = row[-4:]
+            if row[0] is None:  # the key cursor, a per-key limit's held_back, ran, more, dense
+                key_mark, held, ran, more, dense = row[-5:]
                 held_back = held_back or bool(held)
             else:
-                claimed.append(ClaimedRow._make(row[:-4]))
+                claimed.append(ClaimedRow._make(row[:-5]))
                 taken += 1
         # Not the claim (no keyed job ready, or a limit may bind): the walk,
-        # not sent, must claim; else claim again at once if it took some.
+        # not sent, must claim; the short form that did not hold: the full
+        # fair claim, at once; else claim again at once if it took some.
         fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
-                else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark))
+                else FairAnswer(True, True, True) if claim.dense and not dense
+                else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark,
+                                bool(dense)))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

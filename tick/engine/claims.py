@@ -51,6 +51,7 @@ class Claims:
         self.held_back = False
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
+        self.dense = False  # and its one-pass read held: the next is its short form
         # The least left for a claim: a second, or half of what the run had
         # at its first claim (`--max-secs 1` counts from the process's start,
         # and a floor of a second left a run of 1 s no claim at all).
@@ -107,6 +108,7 @@ class Claims:
             cursor=self.cursor.params(now),
             read_timeouts=spec.renew_leases,
             fair=self.fair,
+            dense=self.dense,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
@@ -127,7 +129,7 @@ class Claims:
             self.idle_until = time.monotonic() + REFUSED_RETRY_SECS
             return
         self.cursor.moved(mark, time.monotonic())
-        self.fair = fair.next
+        self.fair, self.dense = fair.next, fair.dense
         if fair.key is not None:
             self.cursor.served_key(fair.key)
         if self.ended == "drained":

@@ -56,6 +56,38 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
            -- key, from before they were kept by priority; none: '').
            coalesce(%(key_after)s::jsonb, '{}') AS cursors
     FROM limited AS l
+), dense AS MATERIALIZED (
+    -- Many keys with few ready jobs each (a tenant per customer, the usual
+    -- shape): the keys' heads read in one pass of jobs_ready_key_idx from
+    -- the cursor, not a probe per key. The pass reads at most four entries
+    -- per slot and stops at a ready head for every slot; when it finds that
+    -- many, they are what the walk below would find, in its order (the keys
+    -- after the cursor, each key's first job, a key whose first job is not
+    -- due passed by: its first job is its earliest), and the walk is not
+    -- run. Only without a kind or queue filter or a per-key limit (a paused
+    -- kind is a per-key limit's). Otherwise, or short, the walk decides.
+    SELECT h.p, h.k, h.id AS head, row_number() OVER (ORDER BY h.k) AS i
+    FROM plan, limited AS l, (
+        SELECT -j.priority::int AS p FROM ONLY awc.jobs AS j
+        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.run_at <= now()
+        ORDER BY -j.priority::int LIMIT 1) AS top, LATERAL (
+        SELECT u.p, u.k, u.id
+        FROM (SELECT DISTINCT ON (s.k) s.p, s.k, s.run_at, s.id
+              FROM (SELECT -j.priority::int AS p, coalesce(j.key, '') AS k, j.run_at, j.id
+                    FROM ONLY awc.jobs AS j
+                    WHERE j.state = 'PENDING' AND j.waiting = 0
+                      AND -j.priority::int = top.p
+                      AND coalesce(j.key, '') > coalesce(plan.cursors ->> top.p::text,
+                                                         plan.cursors ->> '*', '')
+                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+                    LIMIT 4 * plan.want) AS s
+              ORDER BY s.k, s.run_at, s.id) AS u  -- one priority: the index's order
+        WHERE u.run_at <= now()
+        LIMIT plan.want) AS h
+    WHERE plan.go AND plan.want > 0 AND NOT l.keyed_limits
+      AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+), dense_go AS MATERIALIZED (
+    SELECT count(*) = (SELECT want FROM plan) AS go FROM dense
 ), groups AS (
     -- (priority, key) groups with PENDING jobs, in the walk's order: within a
     -- priority the keys after the cursor (phase 0), then those up to it
@@ -108,7 +140,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
                   LIMIT 1) AS e) AS h
         OFFSET 0) AS e  -- not flattened: `ready` is worked out once per key
-    WHERE plan.go AND plan.want > 0
+    WHERE plan.go AND plan.want > 0 AND NOT (SELECT go FROM dense_go)
     UNION ALL
     SELECT n.p, n.k, n.phase, n.ready, g.r + n.ready::int, g.i + 1, n.head, n.head_at,
            n.head_kind
@@ -319,13 +351,17 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- walk found. Each branch runs only when its test holds (`quick`,
     -- worked out once before either), so `ordered` is not worked out in the
     -- usual case.
+    SELECT d.head AS id, d.p, d.k, d.i AS n
+    FROM dense AS d
+    WHERE (SELECT go FROM dense_go)
+    UNION ALL
     SELECT g.head AS id, g.p, g.k, g.i AS n
     FROM groups AS g
     WHERE (SELECT go FROM quick) AND g.ready
     UNION ALL
     (SELECT o.id, o.p, o.k, o.n
      FROM ordered AS o
-     WHERE NOT (SELECT go FROM quick)
+     WHERE NOT (SELECT go FROM quick) AND NOT (SELECT go FROM dense_go)
        AND NOT EXISTS (SELECT 1 FROM bound AS b
                        JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.k = b.k
                        WHERE b.id = o.id AND b.rank > r.room)
@@ -442,18 +478,21 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 -- The claimed jobs, then one row (id null) with the next key cursor (null:
 -- keep the cursor), whether a per-key limit held ready jobs back (added to
 -- step 2's answer, in `awc.held_back` too), whether this step was the claim
--- (`fair`: a keyed job was ready) and whether it came back short with ready
--- jobs left (`more`). How many this step claimed (-1: it did not claim) goes
--- to the plain walk after it, which then claims nothing; the transaction's
--- count to the history statement (`awc.claimed`, as the walk leaves it): the
--- engine sends no walk after a fair claim when the last claim was one too.
+-- (`fair`: a keyed job was ready), whether it came back short with ready
+-- jobs left (`more`) and whether the one-pass read held (`dense`: the next
+-- claim may be claim_dense_jobs.sql). How many this step claimed (-1: it
+-- did not claim) goes to the plain walk after it, which then claims
+-- nothing; the transaction's count to the history statement (`awc.claimed`,
+-- as the walk leaves it): the engine sends no walk after a fair claim when
+-- the last claim was one too.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
        queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
-       NULL::boolean AS fair, NULL::boolean AS more
+       NULL::boolean AS fair, NULL::boolean AS more, NULL::boolean AS dense
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT k::text FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more)
+       (SELECT k::text FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more),
+       (SELECT go FROM dense_go)
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)

@@ -477,7 +477,8 @@ def test_the_short_form_claims_what_the_full_fair_claim_would_or_nothing(
             cursor = rng.choice([
                 "{}", json.dumps({"~": ["0"], "0": rng.choice(keys)}),
                 json.dumps({"~": ["-1", "0"], "-1": rng.choice(keys), "0": rng.choice(keys)}),
-                json.dumps({"~": ["0"], "0": rng.choice(keys), "*": rng.choice(keys)})])
+                json.dumps({"~": ["0"], "0": rng.choice(keys), "*": rng.choice(keys)}),
+                json.dumps({"~": ["0"], "*": rng.choice(keys)})])
             slots = rng.randint(1, 10)
             ids, (mark, held_back, fair, more, dense) = _fair_claim(conn, short, slots, cursor)
             assert held_back is False

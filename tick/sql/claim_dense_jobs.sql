@@ -52,8 +52,9 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
               FROM ONLY awc.jobs AS j
               WHERE j.state = 'PENDING' AND j.waiting = 0
                 AND -j.priority::int = (SELECT p FROM top)
-                AND coalesce(j.key, '') > coalesce((SELECT cursors FROM plan)
-                                                   ->> (SELECT p FROM top)::text, '')
+                AND coalesce(j.key, '') > (SELECT coalesce(c.cursors ->> t.p::text,
+                                                           c.cursors ->> '*', '')
+                                           FROM plan AS c, top AS t)
               ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
               LIMIT 4 * (SELECT want FROM plan)) AS s
         ORDER BY s.k, s.run_at, s.id) AS u  -- one priority: the index's order

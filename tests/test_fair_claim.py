@@ -34,6 +34,7 @@ def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
                                cursor=cursor.params(time.monotonic()), fair=fair)
         done = round_trip(conn, Writes(), request)
         cursor.moved(done.mark, time.monotonic())
+        cursor.key_pass = done.fair.spread
         if done.fair.key is not None:
             cursor.key_after = done.fair.key
         if done.claimed or not done.fair.again or fair == done.fair.next:
@@ -262,13 +263,14 @@ def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
 
 
 def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None,
-           key_after: str | None = None) -> dict[str, int]:
+           key_after: str | None = None, key_pass: bool = True) -> dict[str, int]:
     """Which of the fair claim's ranking steps ran (their rows) in one claim
     of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
     generic plan, rolled back."""
     from tick.queue import NO_CURSOR, array_literal, new_nonce
 
     params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
+              "key_pass": key_pass,
               "slots": array_literal([f"s{i}" for i in range(slots)]),
               "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
     with conn.transaction(force_rollback=True):
@@ -528,3 +530,31 @@ def test_a_drain_of_many_keys_goes_on_in_the_short_form_and_back(
             claims.release(row.slot)
     assert forms.count("short") >= 15, forms
     assert forms.count("full") <= 4, forms
+
+
+def test_with_fewer_keys_than_slots_the_next_claim_skips_the_one_pass_read(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """One tenant's flood beside a few others: fewer ready keys than slots,
+    so the one-pass read could never find a head for every slot. The fair
+    claim says so (`dense` null), the engine's cursor turns the read off
+    for its next fair claim (`key_pass`), and a claim that finds a key for
+    every slot again turns it back on (`dense` false: keys enough)."""
+    enqueue(conn, 500, "flood")
+    for n in range(5):
+        enqueue(conn, 1, f"small-{n}")
+    conn.execute("ANALYZE awc.jobs")
+    ids, row = _fair_claim(conn, sql("claim_keyed_jobs"), 32, "{}")
+    assert len(ids) == 32 and row[4] is None, row
+    assert ranked(conn, 32, None, None, key_pass=False)["dense"] == 0
+    # On, the read finds one head: the flood's entries fill its 128.
+    assert ranked(conn, 32, None, None)["dense"] == 1
+    cursor = Cursor()
+    claim(conn, cursor, 32)
+    assert cursor.key_pass is False
+    for n in range(40):
+        enqueue(conn, 10, f"many-{n:02d}")  # 40 keys of 10: too deep for the read
+    claim(conn, cursor, 32)
+    assert cursor.key_pass is True
+    ids, row = _fair_claim(conn, sql("claim_keyed_jobs"), 32, "{}")
+    assert row[4] is False, row

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # A claim with no cursor walks the ready index from its start (SPEC §24):
 # -priority is a smallint negated, so every key is after -2^31.
 NO_CURSOR: dict[str, Any] = {"after_p": -(2**31), "after_r": "-infinity", "after_i": 0,
-                             "xmax": None, "xip": [], "key_after": None}
+                             "xmax": None, "xip": [], "key_after": None, "key_pass": True}
 
 
 class ClaimedRow(NamedTuple):
@@ -124,9 +124,7 @@ class ClaimRequest:
     # §23): send the fair claim, without the plain walk after it; else its
     # gate, then the walk (decision 0034).
     fair: bool = False
-    # And its one-pass read of the keys' heads held: send its short form
-    # (claim_dense_jobs.sql), which claims only if that read holds again.
-    dense: bool = False
+    dense: bool = False  # and its one-pass read held: send claim_dense_jobs.sql
     # The claim's tokens are this random uuid with the job's slot number in
     # its last four hex digits, so that a claim whose answer is lost can
     # still be told by its tokens (`lost_tokens`).
@@ -154,6 +152,7 @@ class FairAnswer(NamedTuple):
     again: bool = False  # and claim again at once (else shortly: it may be held)
     key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
     dense: bool = False  # its one-pass read held: the next fair claim may be the short form
+    spread: bool = True  # keys were as many as slots: the next full one tries that read
 
 
 NO_FAIR = FairAnswer()  # no fair claim sent, or it did not claim
@@ -318,7 +317,7 @@ def round_trip(
         fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
                 else FairAnswer(True, True, True) if claim.dense and not dense
                 else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark,
-                                bool(dense)))
+                                dense is True, dense is not None))
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

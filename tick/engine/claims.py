@@ -129,7 +129,7 @@ class Claims:
             self.idle_until = time.monotonic() + REFUSED_RETRY_SECS
             return
         self.cursor.moved(mark, time.monotonic())
-        self.fair, self.dense = fair.next, fair.dense
+        self.fair, self.dense, self.cursor.key_pass = fair.next, fair.dense, fair.spread
         if fair.key is not None:
             self.cursor.served_key(fair.key)
         if self.ended == "drained":

@@ -107,6 +107,11 @@ class Cursor:
     # are the key ''). `key_cursors` reads one a run left.
     key_after: str = "{}"
     key_moved: bool = False  # a fair claim set `key_after` in this run
+    # The last fair claim found a ready key for every slot (or none has
+    # answered yet): the next full fair claim reads the keys' heads in one
+    # pass before its walk of keys (decision 0034); with fewer keys than
+    # slots (one tenant's flood) that pass would find too few every time.
+    key_pass: bool = True
 
     def params(self, now: float) -> dict[str, Any]:
         """The next claim's cursor parameters; a rewind that is due moves
@@ -115,7 +120,8 @@ class Cursor:
             self.after = min(self.after, self.rewind, key=_order)
             self.rewind = None
         return {"after_p": self.after[0], "after_r": self.after[1], "after_i": self.after[2],
-                "xmax": self.xmax, "xip": self.xip, "key_after": self.key_after}
+                "xmax": self.xmax, "xip": self.xip, "key_after": self.key_after,
+                "key_pass": self.key_pass}
 
     def seed(self, row: Sequence[Any] | None, now: float) -> None:
         """Start from the cursor a run left (claim_seed.sql's row, None if

@@ -86,6 +86,10 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         LIMIT plan.want) AS h
     WHERE plan.go AND plan.want > 0 AND NOT l.keyed_limits
       AND %(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL
+      -- the last fair claim found a ready key for every slot (or this
+      -- claimer has no answer yet): with fewer keys, the pass would read
+      -- its four entries a slot for too few heads on every claim
+      AND %(key_pass)s::boolean
 ), dense_go AS MATERIALIZED (
     SELECT count(*) = (SELECT want FROM plan) AS go FROM dense
 ), groups AS (
@@ -480,11 +484,12 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 -- step 2's answer, in `awc.held_back` too), whether this step was the claim
 -- (`fair`: a keyed job was ready), whether it came back short with ready
 -- jobs left (`more`) and whether the one-pass read held (`dense`: the next
--- claim may be claim_dense_jobs.sql). How many this step claimed (-1: it
--- did not claim) goes to the plain walk after it, which then claims
--- nothing; the transaction's count to the history statement (`awc.claimed`,
--- as the walk leaves it): the engine sends no walk after a fair claim when
--- the last claim was one too.
+-- claim may be claim_dense_jobs.sql; null: fewer ready keys than slots,
+-- and the next fair claim skips that read, `key_pass`). How many this step
+-- claimed (-1: it did not claim) goes to the plain walk after it, which
+-- then claims nothing; the transaction's count to the history statement
+-- (`awc.claimed`, as the walk leaves it): the engine sends no walk after a
+-- fair claim when the last claim was one too.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
        queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
        NULL::boolean AS fair, NULL::boolean AS more, NULL::boolean AS dense
@@ -492,7 +497,8 @@ FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT k::text FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more),
-       (SELECT go FROM dense_go)
+       CASE WHEN (SELECT go FROM dense_go) THEN true
+            WHEN (SELECT count(*) >= p.want FROM groups AS g WHERE g.ready) THEN false END
 FROM plan AS p, held AS h
 WHERE set_config('awc.keyed_claimed',
                  CASE WHEN p.go THEN (SELECT count(*) FROM claimed) ELSE -1 END::text, true)

@@ -8,9 +8,11 @@ round-robin would give them. Each test runs one real `awc tick` process."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.support import run_awc, spawn, wait_for
 from tick.producer import enqueue_many
@@ -173,3 +175,44 @@ def test_a_higher_prioritys_key_does_not_hold_the_rotation_below_it(
         ticks(env, 1)
     assert served(conn, 1) == {"m": 5}
     assert len(served(conn)) == 15, served(conn)  # three new keys a tick
+
+
+@pytest.mark.timeout(240)
+def test_ticks_and_a_killed_one_drain_many_keys_each_job_once(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """SPEC §23 with §12: 600 tenants of three jobs each, more keys than
+    any claim's slots, so the fair claim's short form claims (decision
+    0034), drained by three `awc tick` processes at once while a fourth is
+    SIGKILLed mid-drain. Afterwards, from the database: every job COMPLETED;
+    a job ran twice only if the killed tick ran it (its lease expired and
+    another took it); every run of a job is one of its attempts."""
+    enqueue_many(conn, [{"kind": "sleep", "payload": {"seconds": 0.002}, "key": f"t{n:03d}"}
+                        for _ in range(3) for n in range(600)])
+    env = {**awc_env, "AWC_WORKER_LEASE_SECS": "2", "AWC_WORKER_CONCURRENCY": "16",
+           "AWC_TICK_MAX_JOBS": "2000"}
+    victim = spawn({**env, "AWC_WORKER_ID": "victim"}, "tick")
+    others = [spawn({**env, "AWC_WORKER_ID": f"other{n}"}, "tick") for n in range(3)]
+    wait_for(lambda: conn.execute("SELECT count(*) >= 20 FROM test_ledger WHERE pid = %s",
+                                  (victim.pid,)).fetchone() == (True,),
+             what="the victim to be running jobs")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    for proc in others:
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+
+    def finished() -> bool:  # what the victim held comes back as its leases expire
+        run_awc(env, "tick")
+        return conn.execute("SELECT count(*) FROM awc.jobs WHERE state <> 'COMPLETED'"
+                            ).fetchone() == (0,)
+
+    wait_for(finished, timeout=90, interval=0.5, what="every job to complete")
+    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1800,)
+    twice = conn.execute(
+        "SELECT job_id, array_agg(pid) FROM test_ledger GROUP BY job_id HAVING count(*) > 1"
+    ).fetchall()
+    assert all(victim.pid in pids for _, pids in twice), twice
+    assert conn.execute(
+        "SELECT count(*) FROM awc.jobs AS j WHERE (SELECT count(*) FROM test_ledger AS l "
+        "WHERE l.job_id = j.id) NOT BETWEEN 1 AND j.attempts").fetchone() == (0,)

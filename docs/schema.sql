@@ -97,9 +97,6 @@ CREATE INDEX jobs_dead_idx ON awc.jobs (state, id)
 -- Dead letters past AWC_DEAD_LETTER_RETENTION_SECS, oldest first (SPEC §22).
 CREATE INDEX jobs_failed_finished_idx ON awc.jobs (finished_at)
     WHERE state = 'FAILED' AND finished_at IS NOT NULL;
--- The claim's round trip reads the timeouts of the jobs it took (SPEC §26).
-CREATE INDEX jobs_timeout_claims_idx ON awc.jobs (started_at)
-    WHERE state = 'RUNNING' AND timeout_secs IS NOT NULL;
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON awc.jobs (dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('PENDING', 'RUNNING');
 

@@ -409,7 +409,7 @@ def _fair_claim(conn: psycopg.Connection[Any], text: str, slots: int,
     with conn.transaction(force_rollback=True):
         conn.execute(sql("pin_plans"))
         rows = conn.execute(text, params).fetchall()
-    return sorted(row[0] for row in rows if row[0] is not None), rows[-1][13:]
+    return sorted(row[0] for row in rows if row[0] is not None), rows[-1][14:]
 
 
 def test_the_one_pass_read_of_heads_claims_what_the_walk_of_keys_would(

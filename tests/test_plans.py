@@ -259,16 +259,6 @@ def test_generic_plans_keep_their_indexes(big: str) -> None:
     assert complete == COMPLETE_SCANS, complete
 
 
-def test_the_claims_timeout_read_probes_its_own_index(big: str) -> None:
-    """SPEC §26: the statement after each claim that reads the claimed jobs'
-    own timeouts is one probe of the partial index of RUNNING jobs with a
-    timeout, custom or generic plan, however many jobs run."""
-    params = {"slots": CLAIM["slots"]}
-    for text in (plan(big, sql("claimed_timeouts"), params, pinned=True),
-                 generic_plan(big, "claimed_timeouts", params)):
-        assert scans(text) == [("Index Scan", "jobs_timeout_claims_idx")], scans(text)
-
-
 def passed_walk(text: str) -> list[dict[str, Any]]:
     """The scans of awc.jobs in the claim's `passed` CTE (the jobs due later
     that the next cursor passes over, decision 0027)."""

@@ -48,6 +48,7 @@ class ClaimedRow(NamedTuple):
     queue: str = "default"
     trace: str | None = None
     rerun: bool = False
+    timeout: float | None = None  # SPEC §26: the job's own timeout, seconds, or None
 
 
 @dataclass(slots=True)
@@ -117,7 +118,7 @@ class ClaimRequest:
     queues: list[str] | None
     # Where the walk starts (tick/engine/cursor.py): after_p/_r/_i, xmax, xip.
     cursor: dict[str, Any] = field(default_factory=dict)
-    # Read the claimed jobs' own timeouts with the claim (SPEC §26); off only
+    # Keep the claimed jobs' own timeouts the claim returns (SPEC §26); off only
     # when the engine runs without renewals (bench/leases.py's reference).
     read_timeouts: bool = True
     # The last claim was the fair claim, or found a keyed job ready (SPEC
@@ -212,7 +213,6 @@ def round_trip(
     limited_cur = None
     keyed_cur = None
     claim_cur = None
-    timeouts_cur = None
     tail_cur = None
     from tick.db import one_exchange
 
@@ -281,8 +281,6 @@ def round_trip(
             keyed_cur = conn.execute(sql(keyed), params)
             if not claim.fair:
                 claim_cur = conn.execute(sql(name), params)
-            if claim.read_timeouts:
-                timeouts_cur = conn.execute(sql("claimed_timeouts"), {"slots": params["slots"]})
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}
@@ -324,7 +322,8 @@ def round_trip(
             mark = row[-1]
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    timeouts = dict(timeouts_cur.fetchall()) if timeouts_cur is not None else {}
+    timeouts = {row.id: row.timeout for row in claimed if row.timeout is not None
+                and claim is not None and claim.read_timeouts}
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
                      tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,

@@ -95,7 +95,8 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         j.checkpoint::text AS checkpoint,
         -- SPEC §21: the lane, the stored trace context, and whether a run came before.
         j.queue, j.trace_context::text AS trace, j.trace_context IS NOT NULL
-            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun,
+        j.timeout_secs AS timeout_s  -- SPEC §26: its own timeout, or null
 )
 -- The claimed jobs, then one row (id null) as claim_keyed_jobs.sql's last:
 -- the next key cursors (the served priority's key moved to the last head;
@@ -104,11 +105,11 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
 -- another claimer holds a head, or this form did not hold), and whether
 -- this form held (`dense`).
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
+       queue, trace, rerun, timeout_s, NULL::text AS key_mark, NULL::boolean AS held_back,
        NULL::boolean AS fair, NULL::boolean AS more, NULL::boolean AS dense
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        CASE WHEN h.go THEN (p.cursors || jsonb_build_object((SELECT p FROM top)::text, h.last))::text
        END,
        false, p.go,

@@ -135,7 +135,8 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         j.checkpoint::text AS checkpoint,
         -- SPEC §21: the lane, the stored trace context, and whether a run came before.
         j.queue, j.trace_context::text AS trace, j.trace_context IS NOT NULL
-            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun,
+        j.timeout_secs AS timeout_s  -- SPEC §26: its own timeout, or null
 ), left_ready AS MATERIALIZED (
     -- The first job ready now that this claim did not take: the next cursor
     -- stops before it (another claimer holds it, or there was no slot left).
@@ -205,10 +206,10 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
         WHERE f.id = -9223372036854775808) AS b
 )
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::text AS mark
+       queue, trace, rerun, timeout_s, NULL::text AS mark
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        json_build_object(
            -- Keys as [-priority, run_at as text, id, run_at in epoch seconds to order by].
            'after', json_build_array(m.p, m.run_at::text, m.id,

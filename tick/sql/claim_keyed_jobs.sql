@@ -406,7 +406,8 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
         j.checkpoint::text AS checkpoint,
         -- SPEC §21: the lane, the stored trace context, and whether a run came before.
         j.queue, j.trace_context::text AS trace, j.trace_context IS NOT NULL
-            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun,
+        j.timeout_secs AS timeout_s  -- SPEC §26: its own timeout, or null
 ), logged AS (  -- a per-key rate's claims, one row per job and key
     INSERT INTO awc.limit_claims (scope, name, key, at)
     SELECT b.scope, b.name, b.k, (SELECT at FROM stamp)
@@ -491,11 +492,11 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
 -- (`awc.claimed`, as the walk leaves it): the engine sends no walk after a
 -- fair claim when the last claim was one too.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::text AS key_mark, NULL::boolean AS held_back,
+       queue, trace, rerun, timeout_s, NULL::text AS key_mark, NULL::boolean AS held_back,
        NULL::boolean AS fair, NULL::boolean AS more, NULL::boolean AS dense
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT k::text FROM turn), h.held_back, p.go, p.go AND (SELECT more FROM more),
        CASE WHEN (SELECT go FROM dense_go) THEN true
             WHEN (SELECT count(*) >= p.want FROM groups AS g WHERE g.ready) THEN false END

@@ -247,7 +247,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         j.checkpoint::text AS checkpoint,
         -- SPEC §21: the stored trace context, and whether a run came before.
         j.trace_context::text AS trace, j.trace_context IS NOT NULL
-            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun
+            AND (j.attempts > 1 OR j.continues > 0 OR j.errors <> '[]') AS rerun,
+        j.timeout_secs AS timeout_s  -- SPEC §26: its own timeout, or null
 ), paused AS (  -- max_running = 0: no room will come back during this run
     SELECT scope, name FROM awc.limits WHERE max_running = 0
 ), logged AS (
@@ -303,10 +304,10 @@ WITH RECURSIVE stamp AS MATERIALIZED (
 -- (max_running = 0) holds nothing back. It also leaves how many slots this
 -- step filled, and that answer, to the statements after it.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, NULL::boolean AS held_back
+       queue, trace, rerun, timeout_s, NULL::boolean AS held_back
 FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        h.held_back
 FROM (
     SELECT b.held_back,

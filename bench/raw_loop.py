@@ -14,7 +14,8 @@ Four ways to drain the same `--jobs` no-op jobs, interleaved round by round
   each exchange records the previous batch with the fenced complete and
   claims the next `--concurrency` jobs (`tick.queue.round_trip`: plan pins,
   the limits' steps, the fair and plain claims, the timeouts), one
-  transaction per exchange, the claim's cursor carried as the engine does.
+  transaction per exchange, the claim's cursor and whether to send the
+  limits' lanes carried as the engine carries them.
 - raw overlapped: the same loop in `--lanes` lanes, each its own connection
   and thread with `--concurrency / --lanes` of the slots, so one lane's
   exchange runs on the server while another's results are decoded and its
@@ -91,14 +92,16 @@ def _lane(url: str, slots: list[str], done: list[int], ready: threading.Barrier)
     with connect(url) as conn:
         cursor = Cursor()
         previous: list[Any] = []
+        lanes = True  # step 2 of the limits, while step 1 sees one (as the engine)
         ready.wait()
         while True:
             writes = Writes()
             writes.complete.extend((row.id, row.token, None) for row in previous)
             claim = ClaimRequest(slots, 300.0, 300.0, "{}", None, None,
-                                 cursor=cursor.params(time.monotonic()))
+                                 cursor=cursor.params(time.monotonic()), lanes=lanes)
             result = round_trip(conn, writes, claim)
             cursor.moved(result.mark, time.monotonic())
+            lanes = result.lanes
             done[0] += len(result.recorded)
             previous = result.claimed
             if not previous:

@@ -126,6 +126,9 @@ class ClaimRequest:
     # gate, then the walk (decision 0034).
     fair: bool = False
     dense: bool = False  # and its one-pass read held: send claim_dense_jobs.sql
+    # Send step 2 of the limits (claim_limited_jobs.sql): the last claim's
+    # step 1 saw a kind or queue limit, or this claimer has claimed nothing.
+    lanes: bool = True
     # The claim's tokens are this random uuid with the job's slot number in
     # its last four hex digits, so that a claim whose answer is lost can
     # still be told by its tokens (`lost_tokens`).
@@ -178,6 +181,7 @@ class RoundTrip:
     # writes a refusal not their own kept out (`record_each`): sent again later
     kept: Writes = field(default_factory=Writes)
     claim_refused: bool = False  # the claim, sent apart, met a passing refusal
+    lanes: bool = True  # its step 1 saw a kind or queue limit: send step 2 next (SPEC §18)
 
 def array_literal(values: Sequence[str | None]) -> str:
     """`values` as one PostgreSQL array literal (NULL for None, every other
@@ -203,16 +207,12 @@ def round_trip(
     """Record a flush of outcomes and claim the next batch in one round trip.
 
     The statements are pipelined in one transaction (`db.one_exchange`): the
-    server runs them back to back, commits once, and the client waits once. Every write is fenced on
-    (id, claim_token, RUNNING). `tail`, a statement that sees what the claim
-    did, goes last (the tick history's completion, SPEC §16).
+    server runs them back to back, commits once, and the client waits once.
+    Every write is fenced on (id, claim_token, RUNNING). `tail`, a statement
+    that sees what the claim did, goes last (the tick history, SPEC §16).
     """
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
-    extend_cur = None
-    checkpoint_cur = None
-    limited_cur = None
-    keyed_cur = None
-    claim_cur = None
+    extend_cur = checkpoint_cur = limits_cur = limited_cur = keyed_cur = claim_cur = None
     tail_cur = None
     from tick.db import one_exchange
 
@@ -270,14 +270,14 @@ def round_trip(
             # Global limits (SPEC §18, decision 0012): lock, then claim the
             # limited jobs with a newer snapshot, then the rest: fairly across
             # keys when a keyed job is ready (SPEC §23, decision 0034), else
-            # by the plain walk.
-            # The fair claim goes without the walk; its gate goes before it.
-            # When the one sent cannot claim, the answer says so and the next
-            # claim sends the other at once.
+            # by the plain walk. The fair claim goes without the walk; its
+            # gate goes before it. When one sent cannot claim, the answer
+            # says so and the next claim sends the other at once.
             keyed = ("claim_keyed_gate" if not claim.fair
                      else "claim_dense_jobs" if claim.dense else "claim_keyed_jobs")
-            conn.execute(sql("claim_limits"), params)
-            limited_cur = conn.execute(sql("claim_limited_jobs"), params)
+            limits_cur = conn.execute(sql("claim_limits"), params)
+            if claim.lanes:  # else, with no kind or queue limit, the lanes claim nothing
+                limited_cur = conn.execute(sql("claim_limited_jobs"), params)
             keyed_cur = conn.execute(sql(keyed), params)
             if not claim.fair:
                 claim_cur = conn.execute(sql(name), params)
@@ -324,10 +324,12 @@ def round_trip(
             claimed.append(ClaimedRow._make(row[:-1]))
     timeouts = {row.id: row.timeout for row in claimed if row.timeout is not None
                 and claim is not None and claim.read_timeouts}
+    limits = limits_cur.fetchone() if limits_cur is not None else None  # step 1's settings
+    lanes = limits is None or limits[2] != "{}" or limits[3] != "{}"
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
                      tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,
-                     mark=mark, timeouts=timeouts, fair=fair)
+                     mark=mark, timeouts=timeouts, fair=fair, lanes=lanes)
 
 
 def record_each(

@@ -52,6 +52,10 @@ class Claims:
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
         self.dense = False  # and its one-pass read held: the next is its short form
+        # The last claim saw a kind or queue limit (or none was made): the
+        # next sends step 2, the lanes (SPEC §18); without one it costs a
+        # plan's set-up to claim nothing, a fifth of a no-op drain's rate.
+        self.lanes = True
         # The least left for a claim: a second, or half of what the run had
         # at its first claim (`--max-secs 1` counts from the process's start,
         # and a floor of a second left a run of 1 s no claim at all).
@@ -109,11 +113,12 @@ class Claims:
             read_timeouts=spec.renew_leases,
             fair=self.fair,
             dense=self.dense,
+            lanes=self.lanes,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
              held_back: bool = False, mark: str | None = None,
-             fair: FairAnswer = NO_FAIR, refused: bool = False) -> None:
+             fair: FairAnswer = NO_FAIR, refused: bool = False, lanes: bool = True) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run
@@ -130,6 +135,9 @@ class Claims:
             return
         self.cursor.moved(mark, time.monotonic())
         self.fair, self.dense, self.cursor.key_pass = fair.next, fair.dense, fair.spread
+        # A kind or queue limit appeared with step 2 not sent: the claim took
+        # nothing (its walk yields to the lanes); claim again at once, with it.
+        missed, self.lanes = lanes and not request.lanes, lanes
         if fair.key is not None:
             self.cursor.served_key(fair.key)
         if self.ended == "drained":
@@ -138,9 +146,9 @@ class Claims:
         self.free = [name for name in self.free if name not in taken]
         self.claimed += len(rows)
         short = len(rows) < len(request.slots)
-        self.held_back = (held_back or fair.more) and short
+        self.held_back = (held_back or fair.more or missed) and short
         if self.held_back:
-            now = fair.again and not held_back
+            now = (fair.again or missed) and not held_back
             self.idle_until = time.monotonic() + (0.0 if now else min(
                 HELD_BACK_RETRY_SECS, self._spec.poll_interval_s))
         elif short:

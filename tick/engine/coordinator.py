@@ -273,7 +273,7 @@ class Coordinator:
                                self.leases)
         if claim is not None:  # before settle's read: a connection lost there loses no job
             self.claims.took(claim, result.claimed, result.held_back, result.mark, result.fair,
-                             result.claim_refused)
+                             result.claim_refused, result.lanes)
             self._dispatch(result.claimed, sent, result.timeouts)
         self.flush.keep(result.kept, batch.written, sent)  # not counted while kept out
         try:

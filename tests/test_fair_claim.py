@@ -153,7 +153,10 @@ def test_a_key_cursor_no_awc_writes_starts_the_rotation_afresh() -> None:
     assert json.loads(key_cursors("tenant-7")) == {"*": "tenant-7"}  # one key, before
     nested = json.dumps({"*": json.dumps({"*": "a" * 190, "~": ["0"]})})  # past a key
     for stored in (nested, "k" * 201, '{"0": 5}', '{"x": "a"}', '{"~": [0]}', "[" * 5000,
-                   json.dumps({str(p): "k" for p in range(70)})):
+                   json.dumps({str(p): "k" for p in range(70)}),
+                   # JSON text that jsonb refuses: every claim after failed
+                   '{"~": ["0"], "0": "k050\\u0000"}', '{"~": ["0"], "0": "\\ud800"}',
+                   '{"*": "\\udc80"}'):
         assert key_cursors(stored) == "{}", stored[:50]
 
 

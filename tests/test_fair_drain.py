@@ -216,3 +216,22 @@ def test_ticks_and_a_killed_one_drain_many_keys_each_job_once(
     assert conn.execute(
         "SELECT count(*) FROM awc.jobs AS j WHERE (SELECT count(*) FROM test_ledger AS l "
         "WHERE l.job_id = j.id) NOT BETWEEN 1 AND j.attempts").fetchone() == (0,)
+
+
+def test_a_key_cursor_jsonb_refuses_in_the_last_history_row_stops_no_tick(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """A history row's key cursor edited to hold a NUL or a lone surrogate
+    (JSON escapes Python reads and jsonb refuses): each later `awc tick`
+    seeded its rotation from it and failed its first claim, exit 1, the
+    jobs left PENDING. Such a cursor is no cursor: the rotation starts
+    afresh and the tick drains."""
+    enqueue_keys(conn, ["a", "b"], 2)
+    done = run_awc(awc_env, "tick", "--max-jobs", "1")
+    assert done.returncode == 0, done.stderr
+    for cursor in ('{"~": ["0"], "0": "a\\u0000"}', '{"~": ["0"], "0": "\\ud800"}'):
+        conn.execute("UPDATE awc.ticks SET key_after = %s WHERE id = (SELECT max(id) FROM "
+                     "awc.ticks)", (cursor,))
+        done = run_awc(awc_env, "tick", "--max-jobs", "1", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["completed"] == 1

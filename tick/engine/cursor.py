@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tick.history import NO_SEED
+from tick.text import text_refusal
 
 # A key of jobs_ready_idx: (-priority, run_at as the server's text, id), and
 # run_at in epoch seconds (±inf for an infinite one) to order keys here.
@@ -82,7 +83,9 @@ def _well_formed(cursors: dict[str, Any]) -> bool:
             if not (isinstance(value, list) and len(value) <= 64
                     and all(isinstance(p, str) and _PRIORITY.fullmatch(p) for p in value)):
                 return False
-        elif not (isinstance(value, str) and len(value) <= KEY_MAX
+        # A key the table could hold: a NUL or a lone surrogate reads as
+        # JSON here and is refused by jsonb in the claim, every claim after.
+        elif not (text_refusal(value, KEY_MAX) is None
                   and (name == "*" or _PRIORITY.fullmatch(name))):
             return False
     return True

@@ -83,10 +83,10 @@ def test_a_limit_set_while_a_loop_drains_holds_from_then_on(
     `awc limits set kind:sleep --max-running 2`: sampled from the database
     until the queue is empty, never more than 2 running once the limit's
     first claim has passed (the jobs already running finish)."""
-    enqueue_many(conn, [{"kind": "sleep", "payload": {"seconds": 0.05}} for _ in range(300)])
+    enqueue_many(conn, [{"kind": "sleep", "payload": {"seconds": 0.05}} for _ in range(120)])
     loop = spawn({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, "loop")
     try:
-        wait_for(lambda: conn.execute("SELECT count(*) >= 40 FROM awc.jobs "
+        wait_for(lambda: conn.execute("SELECT count(*) >= 30 FROM awc.jobs "
                                       "WHERE state = 'COMPLETED'").fetchone() == (True,),
                  what="the drain to be under way")
         done = run_awc(awc_env, "limits", "set", "kind:sleep", "--max-running", "2")

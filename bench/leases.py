@@ -4,10 +4,10 @@
                            [--running 1000] [--renewals 20]
 
 drain: N no-op jobs drained by one engine in this process, once as it runs
-(each claim also reads the claimed jobs' own timeouts; every claimed job
-whose timeout reaches past its lease is tracked for renewal) and once with
-renewal off (`RunSpec(renew_leases=False)`: no timeout read, nothing
-tracked), in the same run, the rounds interleaved so the machine's noise
+(the engine keeps the claimed jobs' own timeouts, which the claim returns;
+every claimed job whose timeout reaches past its lease is tracked for
+renewal) and once with renewal off (`RunSpec(renew_leases=False)`: no
+timeout kept, nothing tracked), in the same run, the rounds interleaved so the machine's noise
 falls on both. Jobs/s of each from the database (first claim to last
 completion), medians, spreads (min..max) and the ratio; target >= 0.98.
 Every job must end COMPLETED with one attempt.

@@ -53,8 +53,8 @@ class Claims:
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
         self.dense = False  # and its one-pass read held: the next is its short form
         # The last claim saw a kind or queue limit (or none was made): the
-        # next sends step 2, the lanes (SPEC §18); without one it costs a
-        # plan's set-up to claim nothing, a fifth of a no-op drain's rate.
+        # next sends step 2, the lanes (SPEC §18); without one they cost a
+        # plan's set-up to claim nothing (decision 0018, amended).
         self.lanes = True
         # The least left for a claim: a second, or half of what the run had
         # at its first claim (`--max-secs 1` counts from the process's start,

@@ -322,10 +322,10 @@ def round_trip(
             mark = row[-1]
         else:
             claimed.append(ClaimedRow._make(row[:-1]))
-    timeouts = {row.id: row.timeout for row in claimed if row.timeout is not None
-                and claim is not None and claim.read_timeouts}
+    keep = claim is not None and claim.read_timeouts
+    timeouts = {row.id: row.timeout for row in claimed if keep and row.timeout is not None}
     limits = limits_cur.fetchone() if limits_cur is not None else None  # step 1's settings
-    lanes = limits is None or limits[2] != "{}" or limits[3] != "{}"
+    lanes = limits is None or limits[2] != "{}" or limits[3] != "{}"  # limited kinds, queues
     tail_row = tail_cur.fetchone() if tail_cur is not None else None
     return RoundTrip(recorded, extended, claimed, tail_row is not None,
                      tail_id=None if tail_row is None else int(tail_row[0]), held_back=held_back,

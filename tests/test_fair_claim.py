@@ -265,17 +265,23 @@ def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
     assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text
 
 
+def fair_params(slots: int, key_after: str | None, *, kinds: list[str] | None = None,
+                key_pass: bool = True) -> dict[str, Any]:
+    """The parameters of one fair claim statement of `slots` slots from the
+    key cursors `key_after`, as `tick.queue.round_trip` sends them."""
+    from tick.queue import NO_CURSOR, array_literal, new_nonce
+
+    return {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
+            "key_pass": key_pass, "slots": array_literal([f"s{i}" for i in range(slots)]),
+            "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
+
+
 def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None,
            key_after: str | None = None, key_pass: bool = True) -> dict[str, int]:
     """Which of the fair claim's ranking steps ran (their rows) in one claim
     of `slots` slots, and how many jobs it claimed: EXPLAIN ANALYZE of its
     generic plan, rolled back."""
-    from tick.queue import NO_CURSOR, array_literal, new_nonce
-
-    params = {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
-              "key_pass": key_pass,
-              "slots": array_literal([f"s{i}" for i in range(slots)]),
-              "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
+    params = fair_params(slots, key_after, kinds=kinds, key_pass=key_pass)
     with conn.transaction(force_rollback=True):
         conn.execute(sql("pin_plans"))
         row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql("claim_keyed_jobs"),
@@ -316,12 +322,7 @@ def claim_reads(conn: psycopg.Connection[Any], slots: int, key_after: str,
     """The buffers one fair claim of `slots` slots reads from the key cursor
     `key_after`, and how many jobs it claims: EXPLAIN ANALYZE of its generic
     plan, rolled back."""
-    from tick.queue import NO_CURSOR, array_literal, new_nonce
-
-    params = {**NO_CURSOR, "nonce": new_nonce(), "key_after": json.dumps({"*": key_after}),
-              "queue": None,
-              "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
-              "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
+    params = fair_params(slots, json.dumps({"*": key_after}), kinds=kinds)
     top = explained(conn, "claim_keyed_jobs", params)
     return read(top), int(top["Actual Rows"]) - 1  # the last row carries the key cursor
 
@@ -404,11 +405,7 @@ def _fair_claim(conn: psycopg.Connection[Any], text: str, slots: int,
                 key_after: str) -> tuple[list[int], tuple[Any, ...]]:
     """The ids one fair claim statement `text` takes and its last row (the
     key cursors it gives back, held_back, fair, more, dense), rolled back."""
-    from tick.queue import NO_CURSOR, array_literal, new_nonce
-
-    params = {**NO_CURSOR, "nonce": new_nonce(), "key_after": key_after, "queue": None,
-              "slots": array_literal([f"s{i}" for i in range(slots)]), "lease": 60.0,
-              "cap": 60.0, "leases": "{}", "kinds": None, "queues": None}
+    params = fair_params(slots, key_after)
     with conn.transaction(force_rollback=True):
         conn.execute(sql("pin_plans"))
         rows = conn.execute(text, params).fetchall()

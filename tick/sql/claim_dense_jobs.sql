@@ -45,21 +45,21 @@ WITH limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 2 said if 
     -- claim_keyed_jobs.sql's `dense`: the heads of the keys after the
     -- cursor, at most four entries a slot read, a key whose first job is not
     -- due passed by (its first job is its earliest).
-    SELECT u.k, u.id
-    FROM plan, top, (
-        SELECT DISTINCT ON (s.k) s.k, s.run_at, s.id
-        FROM (SELECT coalesce(j.key, '') AS k, j.run_at, j.id
-              FROM ONLY awc.jobs AS j
-              WHERE j.state = 'PENDING' AND j.waiting = 0
-                AND -j.priority::int = (SELECT p FROM top)
-                AND coalesce(j.key, '') > (SELECT coalesce(c.cursors ->> t.p::text,
-                                                           c.cursors ->> '*', '')
-                                           FROM plan AS c, top AS t)
-              ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
-              LIMIT 4 * (SELECT want FROM plan)) AS s
-        ORDER BY s.k, s.run_at, s.id) AS u  -- one priority: the index's order
-    WHERE u.run_at <= now()
-    LIMIT (SELECT want FROM plan)
+    SELECT h.k, h.id
+    FROM plan, top, LATERAL (
+        SELECT u.k, u.id
+        FROM (SELECT DISTINCT ON (s.k) s.k, s.run_at, s.id
+              FROM (SELECT coalesce(j.key, '') AS k, j.run_at, j.id
+                    FROM ONLY awc.jobs AS j
+                    WHERE j.state = 'PENDING' AND j.waiting = 0
+                      AND -j.priority::int = top.p
+                      AND coalesce(j.key, '') > coalesce(plan.cursors ->> top.p::text,
+                                                         plan.cursors ->> '*', '')
+                    ORDER BY -j.priority::int, coalesce(j.key, ''), j.run_at, j.id
+                    LIMIT 4 * plan.want) AS s
+              ORDER BY s.k, s.run_at, s.id) AS u  -- one priority: the index's order
+        WHERE u.run_at <= now()
+        LIMIT plan.want) AS h
 ), held AS MATERIALIZED (  -- a ready head for every slot
     SELECT count(*) = (SELECT want FROM plan) AS go, max(k) AS last FROM dense
 ), locked AS MATERIALIZED (

@@ -74,7 +74,9 @@ CREATE INDEX jobs_ready_queue_idx ON awc.jobs (queue, (-priority::int), run_at, 
     WHERE state = 'PENDING' AND waiting = 0;
 CREATE INDEX jobs_ready_xid_idx ON awc.jobs (ready_xid)
     WHERE state = 'PENDING' AND waiting = 0 AND ready_xid IS NOT NULL;
-CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, run_at, id)
+-- A lane's (kind, queue, priority) ready jobs by key (SPEC §18, §23): the
+-- limits' claim walks a lane's keys in turn ('' for jobs without a key).
+CREATE INDEX jobs_ready_lane_idx ON awc.jobs (kind, queue, priority, (coalesce(key, '')), run_at, id)
     WHERE state = 'PENDING' AND waiting = 0;
 -- The children still waiting, which no ready index holds (the console's
 -- counts and bulk actions, `awc jobs list`).
@@ -875,6 +877,29 @@ CREATE FUNCTION awc.key_paused(job_key text, job_kind text) RETURNS boolean
                          WHERE l.scope = 'key' AND l.name = '*' AND l.max_running = 0))
         OR EXISTS (SELECT 1 FROM awc.limits AS l
                    WHERE l.scope = 'kind_key' AND l.name = job_kind AND l.max_running = 0))
+$$;
+
+-- SPEC §23: the key cursors after a claim that served keys (migration 0035).
+CREATE FUNCTION awc.key_turn(cursors jsonb, p integer, k text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN cursors -> '~' ->> 0 = p::text
+                    THEN cursors || jsonb_build_object(p::text, k)
+                ELSE coalesce((SELECT jsonb_object_agg(e.key, e.value)
+                               FROM jsonb_each(cursors) AS e
+                               WHERE e.key = '*' OR e.key IN (
+                                   SELECT o.v
+                                   FROM jsonb_array_elements_text(cursors -> '~')
+                                        WITH ORDINALITY AS o (v, n)
+                                   WHERE o.v <> p::text ORDER BY o.n LIMIT 63)), '{}')
+                     || jsonb_build_object(p::text, k, '~', jsonb_build_array(p::text)
+                            || coalesce((SELECT jsonb_agg(o.v ORDER BY o.n) FROM (
+                                             SELECT o.v, o.n
+                                             FROM jsonb_array_elements_text(cursors -> '~')
+                                                  WITH ORDINALITY AS o (v, n)
+                                             WHERE o.v <> p::text ORDER BY o.n LIMIT 63) AS o),
+                                        '[]'))
+           END
 $$;
 
 -- SPEC §25: queue depth for autoscalers (migration 0008).

@@ -290,16 +290,16 @@ def round_trip(
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     if checkpoint_cur is not None:
         extended.update(checkpoint_cur.fetchall())
-    claimed, held_back = [], False
+    claimed, held_back, lane_key = [], False, None
     for row in limited_cur.fetchall() if limited_cur is not None else ():
-        if row[0] is None:
-            held_back = bool(row[-1])
+        if row[0] is None:  # the lanes' next key cursor (SPEC §23), held_back
+            lane_key, held_back = row[-2], bool(row[-1])
         else:
-            claimed.append(ClaimedRow._make(row[:-1]))
+            claimed.append(ClaimedRow._make(row[:-2]))
     fair = NO_FAIR
     if claim is not None and not claim.fair and keyed_cur is not None:
         (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
-        fair = FairAnswer(next=ready, more=ready, again=ready)
+        fair = FairAnswer(next=ready, more=ready, again=ready, key=lane_key)
     elif claim is not None and keyed_cur is not None:
         taken, key_mark, ran, more, dense = 0, None, False, False, False
         for row in keyed_cur.fetchall():
@@ -312,7 +312,7 @@ def round_trip(
         # Not the claim (no keyed job ready, or a limit may bind): the walk,
         # not sent, must claim; the short form that did not hold: the full
         # fair claim, at once; else claim again at once if it took some.
-        fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
+        fair = (FairAnswer(more=True, again=True, key=key_mark or lane_key) if not ran
                 else FairAnswer(True, True, True) if claim.dense and not dense
                 else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark,
                                 dense is True, dense is not None))

@@ -4,16 +4,22 @@
 -- higher priority runs first; a limit only holds jobs back).
 --
 -- Ready jobs are read by lane, a (kind, queue, priority) of their own
--- (jobs_ready_lane_idx, where "run_at <= now()" is a range): the lanes are
--- found one index probe each, and the claim opens only those it may draw
--- from, each up to its cap (the slots, and the room of its kind's and its
--- queue's limits). A lane of a paused or saturated limit, or of one another
--- claimer holds, is never opened: its backlog, however deep, costs the claim
--- one probe. The candidates are read without locks, the first ones in claim
--- order that fit their limits' rooms are chosen, and only then each lane
+-- (jobs_ready_lane_idx: kind, queue, priority, key, run_at, id): the lanes
+-- are found one index probe each, and the claim opens only those it may
+-- draw from, each up to its cap (the slots, and the room of its kind's and
+-- its queue's limits). A lane of a paused or saturated limit, or of one
+-- another claimer holds, is never opened: its backlog, however deep, costs
+-- the claim one probe. Within an open lane the jobs are taken round-robin
+-- across keys (SPEC §23, decision 0034, amended 2026-12-07), as the fair
+-- claim takes them across a priority: a walk of the lane's keys from this
+-- claimer's key cursor, one probe each, at most the lane's cap and one
+-- more. The candidates are read without locks, the first ones in claim
+-- order (priority, then each key's first job, then each key's second) that
+-- fit their limits' rooms are chosen, and only then each key of each lane
 -- locks as many as were chosen from it (SKIP LOCKED: one another claimer
--- took meanwhile gives way to the next in its lane, which fits the same
--- rooms), so the claim locks no job it does not claim.
+-- took meanwhile gives way to the key's next, which fits the same rooms),
+-- so the claim locks no job it does not claim. The last row carries the
+-- next key cursor.
 --
 -- Rooms: max_running less the RUNNING jobs with unexpired leases, rate less
 -- the claims of the last per_secs. This statement's snapshot is newer than
@@ -124,31 +130,122 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = m.queue
     WHERE (m.kind <> ALL (s.limited_kinds) OR k.name IS NOT NULL)
       AND (m.queue <> ALL (s.limited_queues) OR q.name IS NOT NULL)
-), seen AS MATERIALIZED (  -- each open lane's first ready jobs, unlocked
-    SELECT c.id, c.kind, c.queue, c.priority, c.run_at, c.key
+), heads AS (
+    -- SPEC §23 within each open lane: its keys in turn, as the fair claim
+    -- takes them across a priority (claim_keyed_jobs.sql), from the key
+    -- after this claimer's cursor of the lane's priority (%(key_after)s),
+    -- wrapping to the first. One probe of jobs_ready_lane_idx (kind, queue,
+    -- priority, key, run_at, id) per key, landing on its first ready job
+    -- (within a key run_at orders the entries, so a key with no job due is
+    -- passed inside the index). Jobs without a key are the key ''. The walk
+    -- stops at one ready key more than the lane's cap: whether the lane
+    -- holds back more is then known without a count. A key a per-key pause
+    -- holds (its key's own limit at 0, key:* at 0 for a key without one,
+    -- its kind's per-key limit at 0) is passed by and not counted: else a
+    -- lane whose first keys were paused claimed nothing, for ever.
+    SELECT o.kind, o.queue, o.priority, o.cap, h.k, h.id, h.run_at, h.phase, h.ok,
+           h.ok::int AS n, h.bound
     FROM open AS o, LATERAL (
-        SELECT j.id, j.kind, j.queue, j.priority, j.run_at, j.key
-        FROM ONLY awc.jobs AS j
-        WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
-          AND j.priority = o.priority AND j.run_at <= now()
-          -- SPEC §23: a job a per-key pause holds (its key's own limit at 0,
-          -- key:* at 0 for a key without one, its kind's per-key limit at 0)
-          -- takes no place in the lane's cap, so the jobs behind it that the
-          -- pause does not cover are read (as in claim_keyed_jobs.sql): else
-          -- a lane whose oldest jobs were paused claimed nothing, for ever.
-          -- Probes of the limits per keyed job read, only with a per-key limit.
-          AND NOT ((SELECT keyed_limits FROM stamp) AND awc.key_paused(j.key, j.kind))
-        ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
-        LIMIT o.cap) AS c
+        SELECT e.k, e.id, e.run_at, e.phase, e.bound,
+               NOT (e.k <> '' AND (SELECT keyed_limits FROM stamp)
+                    AND awc.key_paused(e.k, o.kind)) AS ok
+        FROM (SELECT coalesce(c.cursors ->> (-o.priority::int)::text, c.cursors ->> '*', '')
+                         AS bound
+              FROM (SELECT coalesce(%(key_after)s::jsonb, '{}') AS cursors) AS c) AS b,
+             LATERAL (
+            (SELECT coalesce(j.key, '') AS k, j.id, j.run_at, 0 AS phase, b.bound
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
+               AND j.priority = o.priority AND coalesce(j.key, '') > b.bound
+               AND j.run_at <= now()
+             ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            UNION ALL
+            (SELECT coalesce(j.key, ''), j.id, j.run_at, 1, b.bound
+             FROM ONLY awc.jobs AS j
+             WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = o.kind AND j.queue = o.queue
+               AND j.priority = o.priority AND j.run_at <= now()
+             ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            LIMIT 1) AS e
+        OFFSET 0) AS h  -- not flattened: a key's pause is probed once
     WHERE o.cap > 0
+    UNION ALL
+    SELECT g.kind, g.queue, g.priority, g.cap, h.k, h.id, h.run_at, h.phase, h.ok,
+           g.n + h.ok::int, g.bound
+    FROM heads AS g, LATERAL (
+        SELECT e.k, e.id, e.run_at, e.phase,
+               NOT (e.k <> '' AND (SELECT keyed_limits FROM stamp)
+                    AND awc.key_paused(e.k, g.kind)) AS ok
+        FROM (
+            -- The next key in the same phase (after the cursor, or up to it),
+            -- or past the last key the first, up to the cursor. Each runs
+            -- only when its test of the last key holds (tested once, before
+            -- the scan), so the bounds of the one that runs are the index's.
+            (SELECT coalesce(j.key, '') AS k, j.id, j.run_at, 0 AS phase
+             FROM ONLY awc.jobs AS j
+             WHERE g.phase = 0
+               AND j.state = 'PENDING' AND j.waiting = 0 AND j.kind = g.kind AND j.queue = g.queue
+               AND j.priority = g.priority AND coalesce(j.key, '') > g.k AND j.run_at <= now()
+             ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            UNION ALL
+            (SELECT coalesce(j.key, ''), j.id, j.run_at, 1
+             FROM ONLY awc.jobs AS j
+             WHERE g.phase = 0
+               AND j.state = 'PENDING' AND j.waiting = 0 AND j.kind = g.kind AND j.queue = g.queue
+               AND j.priority = g.priority AND coalesce(j.key, '') <= g.bound AND j.run_at <= now()
+             ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            UNION ALL
+            (SELECT coalesce(j.key, ''), j.id, j.run_at, 1
+             FROM ONLY awc.jobs AS j
+             WHERE g.phase = 1
+               AND j.state = 'PENDING' AND j.waiting = 0 AND j.kind = g.kind AND j.queue = g.queue
+               AND j.priority = g.priority AND coalesce(j.key, '') > g.k
+               AND coalesce(j.key, '') <= g.bound AND j.run_at <= now()
+             ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id LIMIT 1)
+            LIMIT 1) AS e
+        OFFSET 0) AS h
+    WHERE g.n <= g.cap
+), keys AS MATERIALIZED (  -- the lanes' ready keys, and how many each lane's walk found
+    SELECT h.kind, h.queue, h.priority, h.cap, h.k, h.id, h.run_at, h.phase,
+           max(h.n) OVER (PARTITION BY h.kind, h.queue, h.priority) AS found
+    FROM heads AS h
+    WHERE h.ok
+), seen AS MATERIALIZED (
+    -- The candidates, unlocked: with more ready keys than the lane's cap,
+    -- each key's head (round-robin gives none of them a second job); else
+    -- each key's first jobs, as many as round-robin could give it (the cap
+    -- less one for each other key) and one more, so a lane that holds back
+    -- more than it gave is seen.
+    SELECT c.id, k.kind, k.queue, k.priority, c.run_at, nullif(k.k, '') AS key, k.k, k.phase
+    FROM keys AS k, LATERAL (
+        SELECT k.id, k.run_at
+        WHERE k.found > k.cap
+        UNION ALL
+        (SELECT j.id, j.run_at
+         FROM ONLY awc.jobs AS j
+         WHERE k.found <= k.cap
+           AND j.state = 'PENDING' AND j.waiting = 0 AND j.kind = k.kind AND j.queue = k.queue
+           AND j.priority = k.priority AND coalesce(j.key, '') = k.k AND j.run_at <= now()
+           -- from the head the walk found: no entry before it is a ready
+           -- job in this snapshot (under a pinned horizon, a claimed job's)
+           AND (j.run_at, j.id) >= (k.run_at, k.id)
+         ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id
+         LIMIT k.cap - k.found + 2)) AS c
+), ordered AS MATERIALIZED (
+    -- Claim order (SPEC §4, §23): priority first, then each key's first job
+    -- (across the lanes of that priority), then each key's second, the keys
+    -- in their turn after the cursor.
+    SELECT w.*, row_number() OVER (ORDER BY w.priority DESC, w.r, w.phase, w.k,
+                                            w.run_at, w.id) AS o
+    FROM (SELECT s.*, row_number() OVER (PARTITION BY s.priority, s.k
+                                         ORDER BY s.run_at, s.id) AS r
+          FROM seen AS s) AS w
 ), bound AS MATERIALIZED (
     -- Per-key limits (SPEC §23, as in claim_keyed_jobs.sql): each keyed
     -- candidate under a `key` or `kind_key` limit, ranked in claim order
     -- among that limit's candidates of the same key.
     SELECT w.id, l.scope, l.name, w.key, l.max_running, l.rate, l.per_secs,
-           row_number() OVER (PARTITION BY l.scope, l.name, w.key
-                              ORDER BY w.priority DESC, w.run_at, w.id) AS rank
-    FROM seen AS w
+           row_number() OVER (PARTITION BY l.scope, l.name, w.key ORDER BY w.o) AS rank
+    FROM ordered AS w
     JOIN awc.limits AS l
       ON (l.scope = 'key' AND l.name = w.key) OR (l.scope = 'kind_key' AND l.name = w.kind)
          -- key:* for the keys that have no limit of their own (key:NAME replaces it)
@@ -176,14 +273,12 @@ WITH RECURSIVE stamp AS MATERIALIZED (
 ), picked AS MATERIALIZED (
     -- The first of them in claim order, across every lane, that fit their
     -- limits' rooms, as many as there are slots.
-    SELECT d.id, d.kind, d.queue, d.priority
+    SELECT d.id, d.kind, d.queue, d.priority, d.k, d.phase, d.o
     FROM (
         SELECT w.*,
-               row_number() OVER (PARTITION BY w.kind
-                                  ORDER BY w.priority DESC, w.run_at, w.id) AS kind_n,
-               row_number() OVER (PARTITION BY w.queue
-                                  ORDER BY w.priority DESC, w.run_at, w.id) AS queue_n
-        FROM seen AS w
+               row_number() OVER (PARTITION BY w.kind ORDER BY w.o) AS kind_n,
+               row_number() OVER (PARTITION BY w.queue ORDER BY w.o) AS queue_n
+        FROM ordered AS w
     ) AS d
     LEFT JOIN room AS k ON k.scope = 'kind' AND k.name = d.kind
     LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = d.queue
@@ -192,23 +287,25 @@ WITH RECURSIVE stamp AS MATERIALIZED (
                       JOIN key_room AS r
                         ON r.scope = b.scope AND r.name = b.name AND r.key = b.key
                       WHERE b.id = d.id AND b.rank > r.room)
-    ORDER BY d.priority DESC, d.run_at, d.id
+    ORDER BY d.o
     LIMIT cardinality(%(slots)s::text[])
-), chosen AS MATERIALIZED (  -- how many from each lane
-    SELECT p.kind, p.queue, p.priority, count(*) AS n
+), chosen AS MATERIALIZED (  -- how many from each key of each lane
+    SELECT p.kind, p.queue, p.priority, p.k, count(*) AS n
     FROM picked AS p
-    GROUP BY p.kind, p.queue, p.priority
+    GROUP BY p.kind, p.queue, p.priority, p.k
 ), locked AS MATERIALIZED (
-    -- Each lane locks as many as were chosen from it; with per-key limits,
-    -- the chosen jobs themselves, since the next of a lane may be another
-    -- key's, whose room was not counted for it.
+    -- Each key of each lane locks as many as were chosen from it (SKIP
+    -- LOCKED: one another claimer took meanwhile gives way to the key's
+    -- next, which keeps its turn); with per-key limits, the chosen jobs
+    -- themselves, since a key's next job may be of a kind whose room was
+    -- not counted for it.
     SELECT p.id, p.priority, p.run_at
     FROM chosen AS c, LATERAL (
         SELECT j.id, j.priority, j.run_at
         FROM ONLY awc.jobs AS j
         WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = c.kind AND j.queue = c.queue
-          AND j.priority = c.priority AND j.run_at <= now()
-        ORDER BY j.kind, j.queue, j.priority, j.run_at, j.id
+          AND j.priority = c.priority AND coalesce(j.key, '') = c.k AND j.run_at <= now()
+        ORDER BY j.kind, j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id
         LIMIT c.n
         FOR UPDATE OF j SKIP LOCKED
     ) AS p
@@ -278,24 +375,49 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         SELECT 1
         FROM mine AS m
         CROSS JOIN stamp AS s
-        LEFT JOIN chosen AS c
-            ON c.kind = m.kind AND c.queue = m.queue AND c.priority = m.priority
+        LEFT JOIN open AS o
+            ON o.kind = m.kind AND o.queue = m.queue AND o.priority = m.priority AND o.cap > 0
         WHERE (m.kind = ANY (s.limited_kinds) OR m.queue = ANY (s.limited_queues))
           AND NOT EXISTS (SELECT 1 FROM paused AS z
                           WHERE (z.scope = 'kind' AND z.name = m.kind)
                              OR (z.scope = 'queue' AND z.name = m.queue))
-          AND (SELECT count(*) FROM (
-                   SELECT 1 FROM ONLY awc.jobs AS j
-                   WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = m.kind AND j.queue = m.queue
-                     AND j.priority = m.priority AND j.run_at <= now()
-                     -- a job a per-key pause holds is not held back by the lane's limit
-                     AND NOT ((SELECT keyed_limits FROM stamp) AND awc.key_paused(j.key, j.kind))
-                   LIMIT coalesce(c.n, 0) + 1) AS ready) > coalesce(c.n, 0)
+          AND CASE WHEN o.kind IS NOT NULL
+                   -- an open lane: a candidate not taken (its walk read one
+                   -- key more than its cap, or a key's job more than it could get)
+                   THEN EXISTS (SELECT 1 FROM ordered AS w
+                                WHERE w.kind = m.kind AND w.queue = m.queue
+                                  AND w.priority = m.priority
+                                  AND w.id NOT IN (SELECT id FROM picked))
+                   -- a closed one (no room, or its limit held elsewhere): a ready job
+                   ELSE EXISTS (
+                       SELECT 1 FROM ONLY awc.jobs AS j
+                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = m.kind
+                         AND j.queue = m.queue AND j.priority = m.priority AND j.run_at <= now()
+                         -- a job a per-key pause holds is not held back by the lane's limit
+                         AND NOT ((SELECT keyed_limits FROM stamp)
+                                  AND awc.key_paused(j.key, j.kind)))
+              END
+    ) OR (  -- another claimer took a chosen job and its key had no next one
+        (SELECT count(*) FROM locked) < (SELECT count(*) FROM picked)
     ) OR EXISTS (  -- or a per-key limit (SPEC §23) kept a candidate out, not a paused key
         SELECT 1 FROM bound AS b
         JOIN key_room AS r ON r.scope = b.scope AND r.name = b.name AND r.key = b.key
         WHERE b.rank > r.room AND b.max_running IS DISTINCT FROM 0
     ) AS held_back
+), turn AS MATERIALIZED (
+    -- SPEC §23: the next key cursors (awc.key_turn, as the fair claim's):
+    -- the last key served at the last priority served, so the next claim of
+    -- that priority starts with the key after it; when none was served (a
+    -- per-key limit held every key walked), past the keys walked, so the
+    -- next claim reaches the keys after them. Null (keep the cursors) when
+    -- no lane had a ready key.
+    SELECT awc.key_turn(coalesce(%(key_after)s::jsonb, '{}'), -t.priority::int, t.k) AS k
+    FROM ((SELECT p.priority, p.k FROM picked AS p
+           ORDER BY p.priority, p.phase DESC, p.k DESC LIMIT 1)
+          UNION ALL
+          (SELECT k.priority, k.k FROM keys AS k
+           ORDER BY k.priority, k.phase DESC, k.k DESC LIMIT 1)
+          LIMIT 1) AS t
 )
 -- The claimed jobs, then one row more (id null) that says whether ready jobs
 -- of a limited kind or queue were held back, so the tick is not drained
@@ -304,11 +426,11 @@ WITH RECURSIVE stamp AS MATERIALIZED (
 -- (max_running = 0) holds nothing back. It also leaves how many slots this
 -- step filled, and that answer, to the statements after it.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, timeout_s, NULL::boolean AS held_back
+       queue, trace, rerun, timeout_s, NULL::text AS key_mark, NULL::boolean AS held_back
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       h.held_back
+       (SELECT k::text FROM turn), h.held_back
 FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),

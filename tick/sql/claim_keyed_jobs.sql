@@ -448,20 +448,7 @@ WITH RECURSIVE limited AS MATERIALIZED (  -- SPEC §18: step 1 named them; step 
     -- branch that gives a row ends the union.)
     SELECT CASE WHEN p.cursors -> '~' ->> 0 = t.p::text
                     THEN p.cursors || jsonb_build_object(t.p::text, t.k)
-                ELSE coalesce((SELECT jsonb_object_agg(e.key, e.value)
-                               FROM jsonb_each(p.cursors) AS e
-                               WHERE e.key = '*' OR e.key IN (
-                                   SELECT o.v
-                                   FROM jsonb_array_elements_text(p.cursors -> '~')
-                                        WITH ORDINALITY AS o (v, n)
-                                   WHERE o.v <> t.p::text ORDER BY o.n LIMIT 63)), '{}')
-                     || jsonb_build_object(t.p::text, t.k, '~', jsonb_build_array(t.p::text)
-                            || coalesce((SELECT jsonb_agg(o.v ORDER BY o.n) FROM (
-                                             SELECT o.v, o.n
-                                             FROM jsonb_array_elements_text(p.cursors -> '~')
-                                                  WITH ORDINALITY AS o (v, n)
-                                             WHERE o.v <> t.p::text ORDER BY o.n LIMIT 63) AS o),
-                                        '[]'))
+                ELSE awc.key_turn(p.cursors, t.p, t.k)  -- the same, and "~" kept
            END AS k
     FROM plan AS p, (
         (SELECT c.p, c.k FROM chosen AS c ORDER BY c.p DESC, c.n DESC LIMIT 1)

@@ -411,8 +411,11 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     -- per-key limit held every key walked), past the keys walked, so the
     -- next claim reaches the keys after them. Null (keep the cursors) when
     -- no lane had a ready key.
-    SELECT awc.key_turn(coalesce(%(key_after)s::jsonb, '{}'), -t.priority::int, t.k) AS k
-    FROM ((SELECT p.priority, p.k FROM picked AS p
+    SELECT CASE WHEN c.cursors -> '~' ->> 0 = (-t.priority::int)::text  -- the usual case
+                    THEN c.cursors || jsonb_build_object((-t.priority::int)::text, t.k)
+                ELSE awc.key_turn(c.cursors, -t.priority::int, t.k)
+           END AS k
+    FROM (SELECT coalesce(%(key_after)s::jsonb, '{}') AS cursors) AS c, ((SELECT p.priority, p.k FROM picked AS p
            ORDER BY p.priority, p.phase DESC, p.k DESC LIMIT 1)
           UNION ALL
           (SELECT k.priority, k.k FROM keys AS k

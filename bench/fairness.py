@@ -17,6 +17,10 @@ its runs:
   and a stream that carry no key (first in, first out: what keys fix).
 - keys: `--jobs` no-op jobs spread over `--keys` distinct keys, drained by
   one `awc tick`, against the same jobs with no key (target >= 0.9).
+- limited: the same two drains while a kind limit binds (another kind
+  paused, one of its jobs ready): every claim is then the lane claim, which
+  takes each lane's jobs round-robin across keys; keys against no keys
+  there, and no keys under the limit against no keys without one.
 - no keys: `--jobs` no-op jobs without a key drained by this checkout,
   against awc at REV (by default the commit before
   migrations/0019_job_keys.sql was added), in a database that version
@@ -66,15 +70,27 @@ def before_rev() -> str:
     return rev_before_adding("migrations/0019_job_keys.sql", "fairness")
 
 
-def drain_keyed(url: str, jobs: int, keys: int, concurrency: int) -> float:
+def drain_keyed(url: str, jobs: int, keys: int, concurrency: int,
+                limited: bool = False) -> float:
     """`jobs` no-op jobs over `keys` distinct keys (0: none), drained by one
-    `awc tick`: its jobs/s."""
+    `awc tick`: its jobs/s. `limited`: while a limit binds (a paused kind
+    with a ready job), so every claim is the lane claim (SPEC §18), which
+    then takes each lane's jobs round-robin across keys."""
     with connect(url) as conn:
         reset(conn)
+        conn.execute("DELETE FROM awc.limits")
         for start in range(0, jobs, 10_000):
             enqueue_many(conn, [{"kind": "noop", "key": f"tenant-{n % keys}" if keys else None}
                                 for n in range(start, min(jobs, start + 10_000))])
-    return drain_prepared(url, jobs, concurrency)
+        if limited:  # after the drained jobs' ids; never started
+            enqueue(conn, "held")
+            conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
+                         "VALUES ('kind', 'held', 0)")
+    try:
+        return drain_prepared(url, jobs, concurrency)
+    finally:
+        with connect(url) as conn:
+            conn.execute("DELETE FROM awc.limits")
 
 
 def tick_rate(url: str, jobs: int, concurrency: int) -> float:
@@ -201,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--database-url", help="a server to use instead of starting one")
-    parser.add_argument("--only", choices=("before", "keys", "latency", "horizon"),
+    parser.add_argument("--only", choices=("before", "keys", "limited", "latency", "horizon"),
                         help="run one comparison (a look, not the figure)")
     parser.add_argument("--horizon-slices", type=int, default=6)
     parser.add_argument("--horizon-slice-jobs", type=int, default=8_000)
@@ -225,10 +241,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                 strict=True)]
         report("fairness_horizon", figures, context)
         return figures
-    parts = {args.only} if args.only else {"before", "keys", "latency"}
+    parts = {args.only} if args.only else {"before", "keys", "limited", "latency"}
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
-        "before", "now", "keyed", "plain", "quiet", "flood", "fifo")}
+        "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "quiet", "flood",
+        "fifo")}
     with cluster(args.database_url) as (admin, server), \
             tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
@@ -241,6 +258,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "keys" in parts:
                 got["keyed"].append(drain_keyed(url, args.jobs, args.keys, args.concurrency))
                 got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+            if "limited" in parts:
+                got["keyed_limited"].append(drain_keyed(url, args.jobs, args.keys,
+                                                        args.concurrency, limited=True))
+                got["plain_limited"].append(drain_keyed(url, args.jobs, 0, args.concurrency,
+                                                        limited=True))
+                if "keys" not in parts:  # the reference without a limit
+                    got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
             if "latency" in parts:
                 got["quiet"].append(latency(url, 0, None, args.small, args.rate, "small",
                                             args.concurrency))
@@ -276,6 +300,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "keys_over_no_keys_by_round": _spread(
             [k / p for k, p in zip(got["keyed"], got["plain"], strict=True)], 3),
         "keys_target": ">= 0.9",
+        "limited_drain_distinct_keys_jobs_per_s": _spread(got["keyed_limited"]),
+        "limited_drain_no_keys_jobs_per_s": _spread(got["plain_limited"]),
+        "limited_keys_over_no_keys": ratio("keyed_limited", "plain_limited"),
+        "limited_keys_over_no_keys_by_round": _spread(
+            [k / p for k, p in zip(got["keyed_limited"], got["plain_limited"], strict=True)], 3),
+        "limited_no_keys_over_unlimited": ratio("plain_limited", "plain"),
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),
         "now_over_before": ratio("now", "before"),

@@ -57,6 +57,21 @@ def test_the_limited_kinds_own_keys_share_its_room(conn: psycopg.Connection[Any]
     assert Counter(keys_of(conn, got)) == {"big": 2, "b": 2, "c": 2}
 
 
+def test_a_per_key_limit_under_a_binding_kind_limit_serves_every_key(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """`key:* --max-running 1` on top of a kind limit of ten: the lane's
+    candidates are each key's first jobs in turn, so acme's 100 (enqueued
+    first) take one place and globex gets the other. Before, the lane's
+    first ten were all acme's: one ran, nine were held back, globex waited."""
+    conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
+                 "VALUES ('kind', 'noop', 10), ('key', '*', 1)")
+    enqueue(conn, 100, "acme")
+    enqueue(conn, 5, "globex")
+    got = claim(conn, Cursor(), 20)
+    assert sorted(keys_of(conn, got)) == ["acme", "globex"]
+
+
 def test_keys_take_turns_across_claims_under_a_limit(conn: psycopg.Connection[Any]) -> None:
     """More keys than the limit's room: each claim serves the keys after the
     last one served, so every key is served once before any twice."""

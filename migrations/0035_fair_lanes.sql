@@ -1,5 +1,5 @@
 -- SPEC §23 under a kind or queue limit (docs/decisions/0034, amended
--- 2026-12-07): the lane claim (claim_limited_jobs.sql) takes each lane's
+-- 2026-12-06, late): the lane claim (claim_limited_jobs.sql) takes each lane's
 -- jobs round-robin across keys, as the fair claim does across a priority.
 -- The lane index gains the key between the lane and the claim order, so
 -- within a lane each key's ready jobs are one range and the keys are in

@@ -1,5 +1,5 @@
 """Fair share while a kind or queue limit may bind (SPEC §23 with §18,
-docs/decisions/0034, amended 2026-12-07): the lane claim
+docs/decisions/0034, amended 2026-12-06, late): the lane claim
 (claim_limited_jobs.sql), which is the claim whenever a limit may bind,
 takes each lane's jobs round-robin across keys from the claimer's key
 cursor, as the fair claim takes them across a priority. Before, it took

@@ -10,7 +10,7 @@
 -- its queue's limits). A lane of a paused or saturated limit, or of one
 -- another claimer holds, is never opened: its backlog, however deep, costs
 -- the claim one probe. Within an open lane the jobs are taken round-robin
--- across keys (SPEC §23, decision 0034, amended 2026-12-07), as the fair
+-- across keys (SPEC §23, decision 0034, amended 2026-12-06, late), as the fair
 -- claim takes them across a priority: a walk of the lane's keys from this
 -- claimer's key cursor, one probe each, at most the lane's cap and one
 -- more. The candidates are read without locks, the first ones in claim

@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parts = {args.only} if args.only else {"before", "keys", "limited", "latency"}
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
-        "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "quiet", "flood",
-        "fifo")}
+        "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "free", "quiet",
+        "flood", "fifo")}
     with cluster(args.database_url) as (admin, server), \
             tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
@@ -263,8 +263,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                         args.concurrency, limited=True))
                 got["plain_limited"].append(drain_keyed(url, args.jobs, 0, args.concurrency,
                                                         limited=True))
-                if "keys" not in parts:  # the reference without a limit
-                    got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+                got["free"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+                print(f"  round {len(got['free'])}: keys {got['keyed_limited'][-1]:.0f}, "
+                      f"no keys {got['plain_limited'][-1]:.0f} (limited), "
+                      f"no keys {got['free'][-1]:.0f} (no limit) jobs/s", flush=True)
             if "latency" in parts:
                 got["quiet"].append(latency(url, 0, None, args.small, args.rate, "small",
                                             args.concurrency))
@@ -305,7 +307,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "limited_keys_over_no_keys": ratio("keyed_limited", "plain_limited"),
         "limited_keys_over_no_keys_by_round": _spread(
             [k / p for k, p in zip(got["keyed_limited"], got["plain_limited"], strict=True)], 3),
-        "limited_no_keys_over_unlimited": ratio("plain_limited", "plain"),
+        "limited_no_keys_jobs_per_s_without_the_limit": _spread(got["free"]),
+        "limited_no_keys_over_unlimited": ratio("plain_limited", "free"),
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),
         "now_over_before": ratio("now", "before"),

@@ -178,17 +178,24 @@ def test_a_higher_prioritys_key_does_not_hold_the_rotation_below_it(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("limited", [False, True], ids=["free", "a-limit-binds"])
 def test_ticks_and_a_killed_one_drain_many_keys_each_job_once(
-    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+    conn: psycopg.Connection[Any], awc_env: dict[str, str], limited: bool,
 ) -> None:
     """SPEC §23 with §12: 600 tenants of three jobs each, more keys than
     any claim's slots, so the fair claim's short form claims (decision
     0034), drained by three `awc tick` processes at once while a fourth is
-    SIGKILLed mid-drain. Afterwards, from the database: every job COMPLETED;
+    SIGKILLed mid-drain; and the same while a kind limit binds (a paused
+    kind with a job ready), where every claim is the lane claim, which takes
+    each lane round-robin across keys too (decision 0034, amended).
+    Afterwards, from the database: every job COMPLETED;
     a job ran twice only if the killed tick ran it (its lease expired and
     another took it); every run of a job is one of its attempts."""
     enqueue_many(conn, [{"kind": "sleep", "payload": {"seconds": 0.002}, "key": f"t{n:03d}"}
                         for _ in range(3) for n in range(600)])
+    if limited:
+        enqueue_many(conn, [{"kind": "held"}])
+        conn.execute("INSERT INTO awc.limits (scope, name, max_running) VALUES ('kind', 'held', 0)")
     env = {**awc_env, "AWC_WORKER_LEASE_SECS": "2", "AWC_WORKER_CONCURRENCY": "16",
            "AWC_TICK_MAX_JOBS": "2000"}
     victim = spawn({**env, "AWC_WORKER_ID": "victim"}, "tick")
@@ -204,18 +211,19 @@ def test_ticks_and_a_killed_one_drain_many_keys_each_job_once(
 
     def finished() -> bool:  # what the victim held comes back as its leases expire
         run_awc(env, "tick")
-        return conn.execute("SELECT count(*) FROM awc.jobs WHERE state <> 'COMPLETED'"
-                            ).fetchone() == (0,)
+        return conn.execute("SELECT count(*) FROM awc.jobs WHERE state <> 'COMPLETED' "
+                            "AND kind <> 'held'").fetchone() == (0,)
 
     wait_for(finished, timeout=90, interval=0.5, what="every job to complete")
-    assert conn.execute("SELECT count(*) FROM awc.jobs").fetchone() == (1800,)
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE kind <> 'held'").fetchone() == (1800,)
     twice = conn.execute(
         "SELECT job_id, array_agg(pid) FROM test_ledger GROUP BY job_id HAVING count(*) > 1"
     ).fetchall()
     assert all(victim.pid in pids for _, pids in twice), twice
     assert conn.execute(
-        "SELECT count(*) FROM awc.jobs AS j WHERE (SELECT count(*) FROM test_ledger AS l "
-        "WHERE l.job_id = j.id) NOT BETWEEN 1 AND j.attempts").fetchone() == (0,)
+        "SELECT count(*) FROM awc.jobs AS j WHERE j.kind <> 'held' AND (SELECT count(*) "
+        "FROM test_ledger AS l WHERE l.job_id = j.id) NOT BETWEEN 1 AND j.attempts"
+    ).fetchone() == (0,)
 
 
 def test_a_key_cursor_jsonb_refuses_in_the_last_history_row_stops_no_tick(

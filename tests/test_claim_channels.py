@@ -51,7 +51,8 @@ CHANNELS: dict[str, tuple[set[str], set[str]]] = {
     "awc.held_back": ({"claim_limited_jobs", "claim_keyed_jobs"},
                       {"finish_tick", "record_tick"}),
     # SPEC §23: the fair claim too (the engine sends no walk after a fair claim)
-    "awc.claimed": ({"claim_keyed_jobs", "claim_dense_jobs", "claim_jobs",
+    # and the lanes, sent alone while they are the claim (decision 0018)
+    "awc.claimed": ({"claim_limited_jobs", "claim_keyed_jobs", "claim_dense_jobs", "claim_jobs",
                      "claim_jobs_in_queue"},
                     {"finish_tick", "record_tick", "open_stretch"}),
     # SPEC §20, not a claim: an operator's retry tells the revived rows'

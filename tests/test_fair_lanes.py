@@ -99,7 +99,7 @@ def lanes_claim(conn: psycopg.Connection[Any], slots: int,
         conn.execute(sql("claim_limits"), params)
         rows = conn.execute(sql("claim_limited_jobs"), params).fetchall()
     return (sorted(row[0] for row in rows if row[0] is not None),
-            rows[-1][-2] and json.loads(rows[-1][-2]), bool(rows[-1][-1]))
+            rows[-1][-3] and json.loads(rows[-1][-3]), bool(rows[-1][-1]))
 
 
 def fair_claim(conn: psycopg.Connection[Any], slots: int, key_after: str) -> tuple[list[int], Any]:

@@ -76,6 +76,37 @@ def test_without_limits_the_lanes_are_not_sent_and_with_one_they_are(
     assert claims.lanes is True
 
 
+@pytest.mark.parametrize("key", [None, "tenant"])
+def test_while_the_lanes_are_the_claim_they_go_alone_and_hand_back_at_once(
+    conn: psycopg.Connection[Any], key: str | None,
+) -> None:
+    """While a limit binds the lanes are the claim (the gate, the fair claim
+    and the walk after them claim nothing): the next claim sends steps 1
+    and 2 alone. When no limit binds any more, that claim takes nothing,
+    says so, and the next, in full, claims at once."""
+    enqueue_many(conn, [{"kind": "noop", "key": key} for _ in range(20)])
+    enqueue_many(conn, [{"kind": "held"}])
+    conn.execute("INSERT INTO awc.limits (scope, name, max_running) VALUES ('kind', 'held', 0)")
+    claims = Claims(RunSpec(concurrency=4), [f"s{n}" for n in range(4)], "{}")
+    assert len(claim(conn, claims)) == 4
+    claims.free.extend(f"t{n}" for n in range(4))
+    request = claims.request(time.monotonic())
+    assert request is not None and request.lanes_only is True
+    assert len(claim(conn, claims)) == 4  # the lanes alone claimed
+    claims.free.extend(f"u{n}" for n in range(4))
+    conn.execute("DELETE FROM awc.limits")  # nothing binds: the walk is the claim again
+    assert claim(conn, claims) == [] and claims.ended is None
+    assert claims.idle_until <= time.monotonic()  # again at once, not after a wait
+    request = claims.request(time.monotonic())
+    assert request is not None and request.lanes_only is False
+    taken = claim(conn, claims)
+    while not taken and key:  # keyed: the gate hands the claim to the fair claim
+        taken = claim(conn, claims)
+    assert len(taken) == 4
+    assert conn.execute("SELECT count(*) FROM awc.jobs WHERE state = 'RUNNING'"
+                        ).fetchone() == (12,)
+
+
 def test_a_limit_set_while_a_loop_drains_holds_from_then_on(
     conn: psycopg.Connection[Any], awc_env: dict[str, str],
 ) -> None:

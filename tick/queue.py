@@ -126,9 +126,11 @@ class ClaimRequest:
     # gate, then the walk (decision 0034).
     fair: bool = False
     dense: bool = False  # and its one-pass read held: send claim_dense_jobs.sql
-    # Send step 2 of the limits (claim_limited_jobs.sql): the last claim's
-    # step 1 saw a kind or queue limit, or this claimer has claimed nothing.
+    # Send step 2 of the limits (claim_limited_jobs.sql): the last claim's step 1
+    # saw a kind or queue limit, or none was made; `lanes_only`, and nothing after
+    # it: step 2 was the last claim (a limit may bind: decision 0018).
     lanes: bool = True
+    lanes_only: bool = False
     # The claim's tokens are this random uuid with the job's slot number in
     # its last four hex digits, so that a claim whose answer is lost can
     # still be told by its tokens (`lost_tokens`).
@@ -157,6 +159,7 @@ class FairAnswer(NamedTuple):
     key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
     dense: bool = False  # its one-pass read held: the next fair claim may be the short form
     spread: bool = True  # keys were as many as slots: the next full one tries that read
+    lanes: bool = False  # the limits' lanes were the claim: the next sends steps 1 and 2 only
 
 
 NO_FAIR = FairAnswer()  # no fair claim sent, or it did not claim
@@ -212,8 +215,7 @@ def round_trip(
     that sees what the claim did, goes last (the tick history, SPEC §16).
     """
     pending: list[tuple[Record, psycopg.Cursor[Any]]] = []
-    extend_cur = checkpoint_cur = limits_cur = limited_cur = keyed_cur = claim_cur = None
-    tail_cur = None
+    extend_cur = checkpoint_cur = limits_cur = limited_cur = keyed_cur = claim_cur = tail_cur = None
     from tick.db import one_exchange
 
     with one_exchange(conn):
@@ -257,30 +259,27 @@ def round_trip(
             name = "claim_jobs_in_queue" if len(queues) == 1 else "claim_jobs"
             params = {
                 **NO_CURSOR,
-                **claim.cursor,
-                "queue": queues[0] if queues else None,
-                "slots": array_literal(claim.slots),
-                "lease": claim.lease_secs,
-                "cap": claim.cap_secs,
-                "leases": claim.leases_json,
-                "kinds": claim.kinds,
-                "queues": claim.queues,
-                "nonce": claim.nonce,
+                **claim.cursor, "queue": queues[0] if queues else None,
+                "slots": array_literal(claim.slots), "lease": claim.lease_secs,
+                "cap": claim.cap_secs, "leases": claim.leases_json, "kinds": claim.kinds,
+                "queues": claim.queues, "nonce": claim.nonce,
             }
             # Global limits (SPEC §18, decision 0012): lock, then claim the
             # limited jobs with a newer snapshot, then the rest: fairly across
             # keys when a keyed job is ready (SPEC §23, decision 0034), else
             # by the plain walk. The fair claim goes without the walk; its
-            # gate goes before it. When one sent cannot claim, the answer
-            # says so and the next claim sends the other at once.
+            # gate goes before it; the lanes, while they are the claim,
+            # alone. When one sent cannot claim, the answer says so and the
+            # next claim sends the others at once.
             keyed = ("claim_keyed_gate" if not claim.fair
                      else "claim_dense_jobs" if claim.dense else "claim_keyed_jobs")
             limits_cur = conn.execute(sql("claim_limits"), params)
             if claim.lanes:  # else, with no kind or queue limit, the lanes claim nothing
                 limited_cur = conn.execute(sql("claim_limited_jobs"), params)
-            keyed_cur = conn.execute(sql(keyed), params)
-            if not claim.fair:
-                claim_cur = conn.execute(sql(name), params)
+            if not claim.lanes_only:
+                keyed_cur = conn.execute(sql(keyed), params)
+                if not claim.fair:
+                    claim_cur = conn.execute(sql(name), params)
         if tail is not None:
             tail_cur = conn.execute(sql(tail[0]), tail[1])
     recorded: dict[int, tuple[Record, str]] = {}
@@ -290,13 +289,13 @@ def round_trip(
     extended = dict(extend_cur.fetchall()) if extend_cur is not None else {}
     if checkpoint_cur is not None:
         extended.update(checkpoint_cur.fetchall())
-    claimed, held_back, lane_key = [], False, None
+    claimed, held_back, lane_key, lane_claim = [], False, None, False
     for row in limited_cur.fetchall() if limited_cur is not None else ():
-        if row[0] is None:  # the lanes' next key cursor (SPEC §23), held_back
-            lane_key, held_back = row[-2], bool(row[-1])
+        if row[0] is None:  # the lanes' next key cursor (SPEC §23), were they the claim, held_back
+            lane_key, lane_claim, held_back = row[-3], bool(row[-2]), bool(row[-1])
         else:
-            claimed.append(ClaimedRow._make(row[:-2]))
-    fair = NO_FAIR
+            claimed.append(ClaimedRow._make(row[:-3]))
+    fair = FairAnswer(key=lane_key)
     if claim is not None and not claim.fair and keyed_cur is not None:
         (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
         fair = FairAnswer(next=ready, more=ready, again=ready, key=lane_key)
@@ -316,6 +315,7 @@ def round_trip(
                 else FairAnswer(True, True, True) if claim.dense and not dense
                 else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark,
                                 dense is True, dense is not None))
+    fair = fair._replace(lanes=lane_claim)
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

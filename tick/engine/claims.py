@@ -56,6 +56,7 @@ class Claims:
         # next sends step 2, the lanes (SPEC §18); without one they cost a
         # plan's set-up to claim nothing (decision 0018, amended).
         self.lanes = True
+        self.lanes_only = False  # and they were the last claim: send steps 1 and 2 alone
         # The least left for a claim: a second, or half of what the run had
         # at its first claim (`--max-secs 1` counts from the process's start,
         # and a floor of a second left a run of 1 s no claim at all).
@@ -114,6 +115,7 @@ class Claims:
             fair=self.fair,
             dense=self.dense,
             lanes=self.lanes,
+            lanes_only=self.lanes and self.lanes_only,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
@@ -136,8 +138,10 @@ class Claims:
         self.cursor.moved(mark, time.monotonic())
         self.fair, self.dense, self.cursor.key_pass = fair.next, fair.dense, fair.spread
         # A kind or queue limit appeared with step 2 not sent: the claim took
-        # nothing (its walk yields to the lanes); claim again at once, with it.
-        missed, self.lanes = lanes and not request.lanes, lanes
+        # nothing (its walk yields to the lanes); or step 2 was sent alone and
+        # no limit binds any more (the walk would claim): claim again at once.
+        missed = (lanes and not request.lanes) or (request.lanes_only and not fair.lanes)
+        self.lanes, self.lanes_only = lanes, fair.lanes
         if fair.key is not None:
             self.cursor.served_key(fair.key)
         if self.ended == "drained":

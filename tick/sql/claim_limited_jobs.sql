@@ -422,21 +422,26 @@ WITH RECURSIVE stamp AS MATERIALIZED (
            ORDER BY k.priority, k.phase DESC, k.k DESC LIMIT 1)
           LIMIT 1) AS t
 )
--- The claimed jobs, then one row more (id null) that says whether ready jobs
--- of a limited kind or queue were held back, so the tick is not drained
--- (SPEC §18): a lane of a limit, not paused, with more ready jobs than were
--- chosen from it (at most that many and one more are read). A paused one
--- (max_running = 0) holds nothing back. It also leaves how many slots this
--- step filled, and that answer, to the statements after it.
+-- The claimed jobs, then one row more (id null) with the next key cursors,
+-- whether this step was the claim (`lanes`: a limit may bind; the engine then
+-- sends steps 1 and 2 alone next time) and whether ready jobs of a limited
+-- kind or queue were held back, so the tick is not drained (SPEC §18): a
+-- lane of a limit, not paused, with more ready jobs than were taken from it.
+-- A paused one (max_running = 0) holds nothing back. It also leaves how many
+-- slots this step filled, and that answer, to the statements after it.
 SELECT id, kind, payload, attempts, max_attempts, token, locked_by, lease_s, wait_s, checkpoint,
-       queue, trace, rerun, timeout_s, NULL::text AS key_mark, NULL::boolean AS held_back
+       queue, trace, rerun, timeout_s, NULL::text AS key_mark, NULL::boolean AS lanes,
+       NULL::boolean AS held_back
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT k::text FROM turn), h.held_back
+       (SELECT k::text FROM turn), (SELECT limited AND NOT walk FROM stamp, gate), h.held_back
 FROM (
     SELECT b.held_back,
            set_config('awc.limited_claimed', (SELECT count(*) FROM claimed)::text, true),
+           -- the transaction's count, for the history statement: the engine
+           -- sends no claim after this one while it is the claim (`lanes`)
+           set_config('awc.claimed', (SELECT count(*) FROM claimed)::text, true),
            set_config('awc.held_back', b.held_back::text, true),
            set_config('awc.walk', (SELECT walk FROM gate)::text, true)
     FROM held AS b

@@ -1,7 +1,7 @@
 """Claims as the engine makes them, for the cursor's tests (SPEC §24,
-docs/decisions/0027): one claim through `tick.queue.round_trip` from a
-`Cursor`, jobs enqueued by plain SQL, what is still ready, and what a claim
-costs in buffers."""
+docs/decisions/0027) and the fair claim's (SPEC §23, decision 0034): one
+claim through `tick.queue.round_trip` from a `Cursor`, jobs enqueued by
+plain SQL, what is still ready, and what a claim costs in buffers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from tick.engine.cursor import Cursor
-from tick.queue import ClaimRequest, Writes, new_nonce, round_trip
+from tick.queue import NO_CURSOR, ClaimRequest, Writes, array_literal, new_nonce, round_trip
 from tick.statements import sql
 
 
@@ -63,3 +63,48 @@ def buffers(conn: psycopg.Connection[Any], cursor: Cursor, n: int) -> int:
               "leases": "{}", "kinds": None, "queues": None, "queue": None, "nonce": new_nonce(),
               **cursor.params(time.monotonic())}
     return read(explained(conn, "claim_jobs", params))
+
+
+def claim_fairly(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
+                 kinds: list[str] | None = None) -> list[int]:
+    """One claim of up to `n` jobs from `cursor`, moved on as the engine does
+    (tick/engine/claims.py): the fair claim first; if it cannot claim (no
+    keyed job ready), the gate and the plain walk at once."""
+    fair = True
+    while True:
+        request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0,
+                               cap_secs=60.0, leases_json="{}", kinds=kinds, queues=None,
+                               cursor=cursor.params(time.monotonic()), fair=fair)
+        done = round_trip(conn, Writes(), request)
+        cursor.moved(done.mark, time.monotonic())
+        cursor.key_pass = done.fair.spread
+        if done.fair.key is not None:
+            cursor.key_after = done.fair.key
+        if done.claimed or not done.fair.again or fair == done.fair.next:
+            return [row.id for row in done.claimed]
+        fair = done.fair.next
+
+
+def enqueue_keyed(conn: psycopg.Connection[Any], n: int, key: str | None,
+                  **columns: Any) -> list[int]:
+    """`n` no-op jobs of `key` (None: without one), by plain SQL; their ids."""
+    names = ", ".join(["kind", "key", *columns])
+    values = ", ".join(["'noop'", "%(key)s", *[f"%({c})s" for c in columns]])
+    return [row[0] for row in conn.execute(
+        f"INSERT INTO awc.jobs ({names}) SELECT {values} FROM generate_series(1, %(n)s) "
+        "ORDER BY 1 RETURNING id", {"n": n, "key": key, **columns}).fetchall()]
+
+
+def keys_of(conn: psycopg.Connection[Any], ids: list[int]) -> list[str | None]:
+    found = dict(conn.execute("SELECT id, key FROM awc.jobs WHERE id = ANY (%s)",
+                              (ids,)).fetchall())
+    return [found[i] for i in ids]
+
+
+def fair_params(slots: int, key_after: str | None, *, kinds: list[str] | None = None,
+                key_pass: bool = True) -> dict[str, Any]:
+    """The parameters of one fair claim statement of `slots` slots from the
+    key cursors `key_after`, as `tick.queue.round_trip` sends them."""
+    return {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
+            "key_pass": key_pass, "slots": array_literal([f"s{i}" for i in range(slots)]),
+            "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}

@@ -15,45 +15,13 @@ from typing import Any
 
 import psycopg
 
-from tests.claiming import explained, read
+from tests.claiming import claim_fairly as claim
+from tests.claiming import enqueue_keyed as enqueue
+from tests.claiming import explained, fair_params, keys_of, read
 from tests.support import scans
 from tick.engine.cursor import Cursor
 from tick.queue import ClaimRequest, FairAnswer, Writes, round_trip
 from tick.statements import sql
-
-
-def claim(conn: psycopg.Connection[Any], cursor: Cursor, n: int,
-          kinds: list[str] | None = None) -> list[int]:
-    """One claim of up to `n` jobs from `cursor`, moved on as the engine does
-    (tick/engine/claims.py): the fair claim first; if it cannot claim (no
-    keyed job ready), the gate and the plain walk at once."""
-    fair = True
-    while True:
-        request = ClaimRequest(slots=[f"s{i}" for i in range(n)], lease_secs=60.0,
-                               cap_secs=60.0, leases_json="{}", kinds=kinds, queues=None,
-                               cursor=cursor.params(time.monotonic()), fair=fair)
-        done = round_trip(conn, Writes(), request)
-        cursor.moved(done.mark, time.monotonic())
-        cursor.key_pass = done.fair.spread
-        if done.fair.key is not None:
-            cursor.key_after = done.fair.key
-        if done.claimed or not done.fair.again or fair == done.fair.next:
-            return [row.id for row in done.claimed]
-        fair = done.fair.next
-
-
-def enqueue(conn: psycopg.Connection[Any], n: int, key: str | None, **columns: Any) -> list[int]:
-    names = ", ".join(["kind", "key", *columns])
-    values = ", ".join(["'noop'", "%(key)s", *[f"%({c})s" for c in columns]])
-    return [row[0] for row in conn.execute(
-        f"INSERT INTO awc.jobs ({names}) SELECT {values} FROM generate_series(1, %(n)s) "
-        "ORDER BY 1 RETURNING id", {"n": n, "key": key, **columns}).fetchall()]
-
-
-def keys_of(conn: psycopg.Connection[Any], ids: list[int]) -> list[str | None]:
-    found = dict(conn.execute("SELECT id, key FROM awc.jobs WHERE id = ANY (%s)",
-                              (ids,)).fetchall())
-    return [found[i] for i in ids]
 
 
 def test_a_small_key_runs_in_the_first_claim_behind_a_big_keys_backlog(
@@ -263,17 +231,6 @@ def test_the_gate_reads_one_index_probe(conn: psycopg.Connection[Any]) -> None:
     assert row is not None
     text = json.dumps(row[0])
     assert [index for _, index in scans(text)] == ["jobs_keyed_idx"], text
-
-
-def fair_params(slots: int, key_after: str | None, *, kinds: list[str] | None = None,
-                key_pass: bool = True) -> dict[str, Any]:
-    """The parameters of one fair claim statement of `slots` slots from the
-    key cursors `key_after`, as `tick.queue.round_trip` sends them."""
-    from tick.queue import NO_CURSOR, array_literal, new_nonce
-
-    return {**NO_CURSOR, "nonce": new_nonce(), "queue": None, "key_after": key_after,
-            "key_pass": key_pass, "slots": array_literal([f"s{i}" for i in range(slots)]),
-            "lease": 60.0, "cap": 60.0, "leases": "{}", "kinds": kinds, "queues": None}
 
 
 def ranked(conn: psycopg.Connection[Any], slots: int, kinds: list[str] | None,

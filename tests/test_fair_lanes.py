@@ -15,8 +15,9 @@ from typing import Any
 
 import psycopg
 
-from tests.claiming import explained, read
-from tests.test_fair_claim import claim, enqueue, fair_params, keys_of
+from tests.claiming import claim_fairly as claim
+from tests.claiming import enqueue_keyed as enqueue
+from tests.claiming import explained, fair_params, keys_of, read
 from tick.engine.cursor import Cursor
 from tick.statements import sql
 

@@ -20,7 +20,9 @@ its runs:
 - limited: the same two drains while a kind limit binds (another kind
   paused, one of its jobs ready): every claim is then the lane claim, which
   takes each lane's jobs round-robin across keys; keys against no keys
-  there, and no keys under the limit against no keys without one.
+  there, and no keys under the limit against no keys without one. With
+  `--limited-before REV`, the two drains under the limit also by awc at
+  REV in a database it migrated, interleaved: now against then.
 - no keys: `--jobs` no-op jobs without a key drained by this checkout,
   against awc at REV (by default the commit before
   migrations/0019_job_keys.sql was added), in a database that version
@@ -71,11 +73,13 @@ def before_rev() -> str:
 
 
 def drain_keyed(url: str, jobs: int, keys: int, concurrency: int,
-                limited: bool = False) -> float:
+                limited: bool = False, site: str | None = None) -> float:
     """`jobs` no-op jobs over `keys` distinct keys (0: none), drained by one
     `awc tick`: its jobs/s. `limited`: while a limit binds (a paused kind
     with a ready job), so every claim is the lane claim (SPEC §18), which
-    then takes each lane's jobs round-robin across keys."""
+    then takes each lane's jobs round-robin across keys. `site`: drained by
+    the awc installed there (bench.common.install_before; its schema must
+    take this checkout's enqueue)."""
     with connect(url) as conn:
         reset(conn)
         conn.execute("DELETE FROM awc.limits")
@@ -87,7 +91,7 @@ def drain_keyed(url: str, jobs: int, keys: int, concurrency: int,
             conn.execute("INSERT INTO awc.limits (scope, name, max_running) "
                          "VALUES ('kind', 'held', 0)")
     try:
-        return drain_prepared(url, jobs, concurrency)
+        return drain_prepared(url, jobs, concurrency, awc_path=site)
     finally:
         with connect(url) as conn:
             conn.execute("DELETE FROM awc.limits")
@@ -216,6 +220,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--before", help="the commit to compare with")
+    parser.add_argument("--limited-before", help="the commit to compare the limited drains with")
     parser.add_argument("--database-url", help="a server to use instead of starting one")
     parser.add_argument("--only", choices=("before", "keys", "limited", "latency", "horizon"),
                         help="run one comparison (a look, not the figure)")
@@ -245,12 +250,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
         "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "free", "quiet",
-        "flood", "fifo")}
+        "flood", "fifo", "keyed_limited_then", "plain_limited_then")}
     with cluster(args.database_url) as (admin, server), \
             tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
-        site = install_before(rev, Path(scratch))
-        old_url = before_url(site, BEFORE_DB, admin)
+        site = install_before(rev, Path(scratch)) if "before" in parts else ""
+        old_url = before_url(site, BEFORE_DB, admin) if "before" in parts else ""
+        then = args.limited_before and install_before(args.limited_before,
+                                                      Path(scratch) / "limited")
+        then_url = then and before_url(then, "awc_bench_limited_before", admin)
         for _ in range(args.runs):  # interleaved: the machine's noise falls on all
             if "before" in parts:
                 got["before"].append(drain_fresh(old_url, args.jobs, args.concurrency, site))
@@ -264,6 +272,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 got["plain_limited"].append(drain_keyed(url, args.jobs, 0, args.concurrency,
                                                         limited=True))
                 got["free"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+                if then:
+                    got["keyed_limited_then"].append(drain_keyed(
+                        then_url, args.jobs, args.keys, args.concurrency, True, then))
+                    got["plain_limited_then"].append(drain_keyed(
+                        then_url, args.jobs, 0, args.concurrency, True, then))
+                    print(f"  then: keys {got['keyed_limited_then'][-1]:.0f}, "
+                          f"no keys {got['plain_limited_then'][-1]:.0f} (limited)", flush=True)
                 print(f"  round {len(got['free'])}: keys {got['keyed_limited'][-1]:.0f}, "
                       f"no keys {got['plain_limited'][-1]:.0f} (limited), "
                       f"no keys {got['free'][-1]:.0f} (no limit) jobs/s", flush=True)
@@ -309,6 +324,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             [k / p for k, p in zip(got["keyed_limited"], got["plain_limited"], strict=True)], 3),
         "limited_no_keys_jobs_per_s_without_the_limit": _spread(got["free"]),
         "limited_no_keys_over_unlimited": ratio("plain_limited", "free"),
+        "limited_before_rev": args.limited_before,
+        "limited_keys_now_over_then": ratio("keyed_limited", "keyed_limited_then"),
+        "limited_no_keys_now_over_then": ratio("plain_limited", "plain_limited_then"),
         "now_no_keys_jobs_per_s": _spread(got["now"]),
         "before_keys_jobs_per_s": _spread(got["before"]),
         "now_over_before": ratio("now", "before"),

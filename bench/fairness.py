@@ -249,16 +249,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parts = {args.only} if args.only else {"before", "keys", "limited", "latency"}
     rev = args.before or before_rev()
     got: dict[str, list[Any]] = {name: [] for name in (
-        "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "free", "quiet",
+        "before", "now", "keyed", "plain", "keyed_limited", "plain_limited", "quiet",
         "flood", "fifo", "keyed_limited_then", "plain_limited_then")}
     with cluster(args.database_url) as (admin, server), \
             tempfile.TemporaryDirectory(prefix="awc-before-") as scratch:
         url = bench_url(admin)
-        site = install_before(rev, Path(scratch)) if "before" in parts else ""
-        old_url = before_url(site, BEFORE_DB, admin) if "before" in parts else ""
-        then = args.limited_before and install_before(args.limited_before,
-                                                      Path(scratch) / "limited")
-        then_url = then and before_url(then, "awc_bench_limited_before", admin)
+        site = install_before(rev, Path(scratch)) if "before" in parts else None
+        old_url = before_url(site, BEFORE_DB, admin) if site is not None else ""
+        then = (install_before(args.limited_before, Path(scratch) / "limited")
+                if args.limited_before and "limited" in parts else None)
+        then_url = before_url(then, "awc_bench_limited_before", admin) if then else ""
         for _ in range(args.runs):  # interleaved: the machine's noise falls on all
             if "before" in parts:
                 got["before"].append(drain_fresh(old_url, args.jobs, args.concurrency, site))
@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                         args.concurrency, limited=True))
                 got["plain_limited"].append(drain_keyed(url, args.jobs, 0, args.concurrency,
                                                         limited=True))
-                got["free"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
+                if "keys" not in parts:  # else the keys' own drain without keys is it
+                    got["plain"].append(drain_keyed(url, args.jobs, 0, args.concurrency))
                 if then:
                     got["keyed_limited_then"].append(drain_keyed(
                         then_url, args.jobs, args.keys, args.concurrency, True, then))
@@ -279,9 +280,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         then_url, args.jobs, 0, args.concurrency, True, then))
                     print(f"  then: keys {got['keyed_limited_then'][-1]:.0f}, "
                           f"no keys {got['plain_limited_then'][-1]:.0f} (limited)", flush=True)
-                print(f"  round {len(got['free'])}: keys {got['keyed_limited'][-1]:.0f}, "
+                print(f"  round {len(got['plain'])}: keys {got['keyed_limited'][-1]:.0f}, "
                       f"no keys {got['plain_limited'][-1]:.0f} (limited), "
-                      f"no keys {got['free'][-1]:.0f} (no limit) jobs/s", flush=True)
+                      f"no keys {got['plain'][-1]:.0f} (no limit) jobs/s", flush=True)
             if "latency" in parts:
                 got["quiet"].append(latency(url, 0, None, args.small, args.rate, "small",
                                             args.concurrency))
@@ -315,16 +316,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "keys_over_no_keys": ratio("keyed", "plain"),
         # Each round's own ratio (its two drains ran back to back): the spread.
         "keys_over_no_keys_by_round": _spread(
-            [k / p for k, p in zip(got["keyed"], got["plain"], strict=True)], 3),
+            [k / p for k, p in zip(got["keyed"], got["plain"], strict=True)]
+            if got["keyed"] else [], 3),  # --only limited drains "plain" alone
         "keys_target": ">= 0.9",
         "limited_drain_distinct_keys_jobs_per_s": _spread(got["keyed_limited"]),
         "limited_drain_no_keys_jobs_per_s": _spread(got["plain_limited"]),
         "limited_keys_over_no_keys": ratio("keyed_limited", "plain_limited"),
         "limited_keys_over_no_keys_by_round": _spread(
             [k / p for k, p in zip(got["keyed_limited"], got["plain_limited"], strict=True)], 3),
-        "limited_no_keys_jobs_per_s_without_the_limit": _spread(got["free"]),
-        "limited_no_keys_over_unlimited": ratio("plain_limited", "free"),
+        "limited_no_keys_jobs_per_s_without_the_limit": _spread(got["plain"]),
+        "limited_no_keys_over_unlimited": ratio("plain_limited", "plain"),
         "limited_before_rev": args.limited_before,
+        "limited_then_distinct_keys_jobs_per_s": _spread(got["keyed_limited_then"]),
+        "limited_then_no_keys_jobs_per_s": _spread(got["plain_limited_then"]),
         "limited_keys_now_over_then": ratio("keyed_limited", "keyed_limited_then"),
         "limited_no_keys_now_over_then": ratio("plain_limited", "plain_limited_then"),
         "now_no_keys_jobs_per_s": _spread(got["now"]),

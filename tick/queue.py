@@ -159,7 +159,7 @@ class FairAnswer(NamedTuple):
     key: str | None = None  # the next key cursor (tick/engine/cursor.py), None: keep it
     dense: bool = False  # its one-pass read held: the next fair claim may be the short form
     spread: bool = True  # keys were as many as slots: the next full one tries that read
-    lanes: bool = False  # the limits' lanes were the claim: the next sends steps 1 and 2 only
+    by_lanes: bool = False  # the limits' lanes were the claim: the next sends steps 1 and 2 only
 
 
 NO_FAIR = FairAnswer()  # no fair claim sent, or it did not claim
@@ -295,10 +295,10 @@ def round_trip(
             lane_key, lane_claim, held_back = row[-3], bool(row[-2]), bool(row[-1])
         else:
             claimed.append(ClaimedRow._make(row[:-3]))
-    fair = FairAnswer(key=lane_key)
+    fair = NO_FAIR
     if claim is not None and not claim.fair and keyed_cur is not None:
         (ready,) = keyed_cur.fetchone() or (False,)  # the gate: the walk took nothing
-        fair = FairAnswer(next=ready, more=ready, again=ready, key=lane_key)
+        fair = FairAnswer(next=ready, more=ready, again=ready)
     elif claim is not None and keyed_cur is not None:
         taken, key_mark, ran, more, dense = 0, None, False, False, False
         for row in keyed_cur.fetchall():
@@ -311,11 +311,11 @@ def round_trip(
         # Not the claim (no keyed job ready, or a limit may bind): the walk,
         # not sent, must claim; the short form that did not hold: the full
         # fair claim, at once; else claim again at once if it took some.
-        fair = (FairAnswer(more=True, again=True, key=key_mark or lane_key) if not ran
+        fair = (FairAnswer(more=True, again=True, key=key_mark) if not ran
                 else FairAnswer(True, True, True) if claim.dense and not dense
                 else FairAnswer(True, bool(more), bool(more) and taken > 0, key_mark,
                                 dense is True, dense is not None))
-    fair = fair._replace(lanes=lane_claim)
+    fair = fair._replace(key=fair.key or lane_key, by_lanes=lane_claim)  # the lanes claimed
     mark = None
     for row in claim_cur.fetchall() if claim_cur is not None else ():
         if row[0] is None:

@@ -115,7 +115,7 @@ class Claims:
             fair=self.fair,
             dense=self.dense,
             lanes=self.lanes,
-            lanes_only=self.lanes and self.lanes_only,
+            lanes_only=self.lanes_only,
         )
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
@@ -140,8 +140,8 @@ class Claims:
         # A kind or queue limit appeared with step 2 not sent: the claim took
         # nothing (its walk yields to the lanes); or step 2 was sent alone and
         # no limit binds any more (the walk would claim): claim again at once.
-        missed = (lanes and not request.lanes) or (request.lanes_only and not fair.lanes)
-        self.lanes, self.lanes_only = lanes, fair.lanes
+        missed = (lanes and not request.lanes) or (request.lanes_only and not fair.by_lanes)
+        self.lanes, self.lanes_only = lanes, fair.by_lanes  # by_lanes: step 1 saw a limit
         if fair.key is not None:
             self.cursor.served_key(fair.key)
         if self.ended == "drained":

@@ -130,6 +130,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     LEFT JOIN room AS q ON q.scope = 'queue' AND q.name = m.queue
     WHERE (m.kind <> ALL (s.limited_kinds) OR k.name IS NOT NULL)
       AND (m.queue <> ALL (s.limited_queues) OR q.name IS NOT NULL)
+), cursors AS MATERIALIZED (  -- SPEC §23: this claimer's key cursors, one per priority
+    SELECT coalesce(%(key_after)s::jsonb, '{}') AS c
 ), heads AS (
     -- SPEC §23 within each open lane: its keys in turn, as the fair claim
     -- takes them across a priority (claim_keyed_jobs.sql), from the key
@@ -149,9 +151,8 @@ WITH RECURSIVE stamp AS MATERIALIZED (
         SELECT e.k, e.id, e.run_at, e.phase, e.bound,
                NOT (e.k <> '' AND (SELECT keyed_limits FROM stamp)
                     AND awc.key_paused(e.k, o.kind)) AS ok
-        FROM (SELECT coalesce(c.cursors ->> (-o.priority::int)::text, c.cursors ->> '*', '')
-                         AS bound
-              FROM (SELECT coalesce(%(key_after)s::jsonb, '{}') AS cursors) AS c) AS b,
+        FROM (SELECT coalesce(u.c ->> (-o.priority::int)::text, u.c ->> '*', '') AS bound
+              FROM cursors AS u) AS b,
              LATERAL (
             (SELECT coalesce(j.key, '') AS k, j.id, j.run_at, 0 AS phase, b.bound
              FROM ONLY awc.jobs AS j
@@ -411,11 +412,12 @@ WITH RECURSIVE stamp AS MATERIALIZED (
     -- per-key limit held every key walked), past the keys walked, so the
     -- next claim reaches the keys after them. Null (keep the cursors) when
     -- no lane had a ready key.
-    SELECT CASE WHEN c.cursors -> '~' ->> 0 = (-t.priority::int)::text  -- the usual case
-                    THEN c.cursors || jsonb_build_object((-t.priority::int)::text, t.k)
-                ELSE awc.key_turn(c.cursors, -t.priority::int, t.k)
+    SELECT CASE WHEN u.c -> '~' ->> 0 = (-t.priority::int)::text  -- the usual case
+                    THEN u.c || jsonb_build_object((-t.priority::int)::text, t.k)
+                ELSE awc.key_turn(u.c, -t.priority::int, t.k)
            END AS k
-    FROM (SELECT coalesce(%(key_after)s::jsonb, '{}') AS cursors) AS c, ((SELECT p.priority, p.k FROM picked AS p
+    FROM cursors AS u, (
+          (SELECT p.priority, p.k FROM picked AS p
            ORDER BY p.priority, p.phase DESC, p.k DESC LIMIT 1)
           UNION ALL
           (SELECT k.priority, k.k FROM keys AS k

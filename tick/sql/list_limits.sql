@@ -37,7 +37,8 @@ SELECT l.scope, l.name, l.max_running, l.rate, l.per_secs, l.paused, u.running,
             THEN (SELECT count(*) FROM (
                       SELECT 1 FROM ONLY awc.jobs AS j
                       WHERE j.state = 'PENDING' AND j.waiting = 0 AND j.kind = l.name AND j.run_at <= now()
-                      ORDER BY j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id  -- jobs_ready_lane_idx's
+                      -- jobs_ready_lane_idx's order
+                      ORDER BY j.queue, j.priority, coalesce(j.key, ''), j.run_at, j.id
                       LIMIT %(cap)s) AS ready)
             WHEN l.scope = 'queue'
             THEN (SELECT count(*) FROM (

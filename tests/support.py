@@ -103,12 +103,11 @@ def drain(conn: psycopg.Connection[Any], **kw: Any) -> Any:
 def configure_handlers(db_url: str, store: Any, **extra: Any) -> None:
     """Install the built-in kinds over `store` with test-sized graces."""
     import tick.handlers as handlers
-    from pydantic import SecretStr
 
     from tick.settings import Settings
 
     base = {"gc_grace_secs": 3600, "retention_grace_secs": 60, "gc_canary_size": 2}
-    handlers.configure(Settings(database_url=SecretStr(db_url), **{**base, **extra}), store)
+    handlers.configure(Settings(database_url=db_url, **{**base, **extra}), store)
 
 
 # -- processes --------------------------------------------------------------------------

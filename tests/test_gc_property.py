@@ -13,7 +13,6 @@ from typing import Any
 import tick.handlers as handlers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import SecretStr
 from tick.handlers.producer import ensure_tenant, register_snapshot, upload
 from tick.handlers.runtime import runtime
 from tick.handlers.stores.memory import MemoryStore
@@ -95,7 +94,7 @@ def test_gc_never_deletes_what_a_live_snapshot_reaches(
                 assert root == new_root
 
         store = Interleaved(base, at, producer)
-        handlers.configure(Settings(database_url=SecretStr(db_url), gc_grace_secs=3600,
+        handlers.configure(Settings(database_url=db_url, gc_grace_secs=3600,
                                     gc_canary_size=canary, gc_batch_size=1000), store)
         enqueue(conn, "gc_sweep", {"tenant_id": T})
         tick(conn, registry=REGISTRY, max_secs=60)

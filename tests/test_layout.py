@@ -22,7 +22,8 @@ MAX_LINES = 400
 LAYERS: list[tuple[str, ...]] = [
     # The leaves: text, errors, settings, statements, db, migrations, loaders.
     ("tick.text", "tick.errors", "tick.faults", "tick.redaction", "tick.tracebacks",
-     "tick.statements", "tick.settings", "tick.db", "tick.migrate", "tick.loaders", "tick.embedded",
+     "tick.statements", "tick.setting_values", "tick.settings", "tick.db", "tick.migrate",
+     "tick.loaders", "tick.embedded",
      "tick.schedules.times", "tick.history", "tick.watchdog", "tick.budget", "tick.words",
      "tick.report", "tick.timeouts", "tick.trace_context", "tick.payloads", "tick.problems"),
     ("tick.queue", "tick.producer", "tick.copy_in", "tick.parts", "tick.maintenance", "tick.admin",

@@ -1,49 +1,28 @@
-"""Settings (SPEC §2): every variable parsed once, by one model.
+"""Settings (SPEC §2): every variable parsed once, by one declaration.
 
 A bad value is a startup error that names the variable and the problem and
 never echoes the value, since a value may be a secret.
 
-The model is plain pydantic; reading the environment is a dozen lines here
+Each setting is a field of `Settings` with its default and its parser
+(`tick.setting_values`); reading the environment is a dozen lines here
 (`from_environment`): a variable is the field's name upper-cased behind
-`AWC_` (`DATABASE_URL` for the connection string), matched case-insensitively.
-pydantic-settings did the same for 90 ms of imports on every cold start.
+`AWC_` (`DATABASE_URL` for the connection string), matched
+case-insensitively. The declaration is plain Python, not a pydantic model:
+building the model's validator cost every cold `awc tick` 85 ms, a third of
+its start (decision 0040).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-)
-
 from tick.errors import SettingsError
+from tick.setting_values import Parser, Secret, choice, flag, integer, secret, text
 
 CAS_SCHEMES = ("memory", "file", "s3")
-
-_TRUE = frozenset({"1", "true", "TRUE"})
-_FALSE = frozenset({"0", "false", "FALSE", ""})
-
-
-def _strict_bool(value: Any) -> Any:
-    """Accept exactly the spellings of SPEC §2, nothing pydantic would guess."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        if value in _TRUE:
-            return True
-        if value in _FALSE:
-            return False
-    raise ValueError("must be one of 1, true, TRUE, 0, false, FALSE or empty")
-
 
 # Every number has an upper bound (SPEC §2): past these a lease, interval or
 # retention is no longer a time PostgreSQL can add to now(), or a count no
@@ -89,172 +68,172 @@ def without_credentials(url: str) -> tuple[str, str | None, str | None]:
             unquote(parts.password) if parts.password is not None else None)
 
 
-Flag = Annotated[bool, BeforeValidator(_strict_bool)]
-Count = Annotated[int, Field(ge=1, le=COUNT_MAX)]
-Port = Annotated[int, Field(ge=1, le=65535)]
 # A host name to bind: dot-separated labels of letters, digits and hyphens
 # (compiled by `re` on first use: only a loop with metrics reads it).
 HOST_NAME = (r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
              r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 
 
-class Settings(BaseModel):
-    """The whole configuration of one awc process."""
+def _database_url(value: str) -> str | None:
+    # Blank or whitespace is unset, never libpq's default target (SPEC §3);
+    # a string libpq would misread is refused without quoting it.
+    from tick.db import dsn_problem
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    dsn = value.strip()
+    if not dsn:
+        return None
+    problem = dsn_problem(dsn)
+    if problem is not None:
+        raise ValueError(problem)
+    return dsn
 
-    database_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_URL")
+
+def _ui_token(value: str) -> str:
+    if len(value) < UI_TOKEN_MIN:
+        raise ValueError(f"must be at least {UI_TOKEN_MIN} characters")
+    if len(value) > UI_TOKEN_MAX or not value.isprintable() or value != value.strip():
+        raise ValueError(f"must be at most {UI_TOKEN_MAX} printable characters, "
+                         "with no surrounding space")
+    return value
+
+
+def _metrics_address(value: Any) -> str:
+    # An IP address, v4 or v6, or a host name.
+    import ipaddress
+    import re
+
+    value = text()(value)
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if not re.fullmatch(HOST_NAME, value):
+            raise ValueError("must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::) "
+                             "or a host name") from None
+    return str(value)
+
+
+def _cas_url(value: Any) -> str:
+    value = text()(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    scheme = parts.scheme
+    if scheme not in CAS_SCHEMES:
+        # Quoted only when it is one: in "user:password@bucket" urllib
+        # reads the user name as the scheme.
+        shown = (f"'{scheme}'" if scheme and value.lower().startswith(f"{scheme}://")
+                 else "missing")
+        raise ValueError(
+            f"unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
+        )
+    if "@" in parts.netloc:
+        raise ValueError("holds user information; S3 takes its credentials from the "
+                         "environment or a role, never from the URL")
+    return str(value)
+
+
+def _pushgateway_url(value: Any) -> str:
+    # Like prometheus-client, a bare host:port means http://. A
+    # user:password@ is sent as HTTP basic auth (tick.export.push).
+    value = text()(value)
+    url = value if "://" in value else f"http://{value}"
+    problem = url_problem(url, ("http", "https"))
+    if problem is not None:
+        raise ValueError(problem)
+    return url
+
+
+def _s3_endpoint_url(value: Any) -> str:
+    value = text()(value)
+    problem = url_problem(value, ("http", "https"))
+    if problem is not None:
+        raise ValueError(problem)
+    if urlsplit(value).username is not None:
+        raise ValueError("holds user information; S3 takes its credentials from the "
+                         "environment or a role, never from the URL")
+    return str(value)
+
+
+def setting(default: Any, parse: Parser) -> Any:
+    """A field of `Settings`: its default, and the parser of a value given.
+    An exported-but-empty variable (`VAR=`) means unset, as shells intend,
+    for every setting but the flags (where empty is false) and the integers
+    that have a default (where it is refused)."""
+    return field(default=default, metadata={"parse": parse})
+
+
+_EMPTY_IS_UNSET = frozenset({
+    "database_url", "database_url_file", "cas_url", "metrics_port", "metrics_address",
+    "metrics_textfile", "pushgateway_url", "handler_modules", "database_secret_arn",
+    "s3_endpoint_url", "s3_region", "ui_token", "dead_letter_retention_secs",
+})
+
+
+@dataclass(frozen=True, repr=False)
+class Settings:
+    """The whole configuration of one awc process. Built from keyword
+    arguments (strings as the environment gives them, or typed values),
+    each checked by its field's parser; every bad one is named in one
+    `SettingsError`."""
+
+    database_url: Secret | None = setting(None, secret(_database_url))
     # A file holding the connection string, read when DATABASE_URL is unset:
     # systemd's LoadCredential= hands it over this way, with no shell.
-    database_url_file: str | None = None
-    cas_url: str | None = None
-    worker_id: str = Field(default="awc-worker", min_length=1, max_length=200)
-    worker_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
-    worker_lease_secs: Annotated[int, Field(ge=1, le=WEEK)] = 300
-    worker_poll_interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
-    tick_max_jobs: Count = 100
-    tick_max_secs: Annotated[int, Field(ge=1, le=WEEK)] = 55
-    stop_grace_secs: Annotated[int, Field(ge=0, le=DAY)] = 30
-    migrate: Literal["auto", "check"] = "auto"
-    prune_after_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
-    metrics_port: Port | None = None
-    metrics_address: str = "127.0.0.1"
-    metrics_textfile: str | None = None
-    pushgateway_url: str | None = None
-    log_format: Literal["json", "text"] = "json"
-    db_prepare: Flag = True
-    handler_modules: str | None = None
-    maintenance_interval_secs: Annotated[int, Field(ge=1, le=DAY)] = 30
-    lambda_margin_secs: Annotated[int, Field(ge=1, le=900)] = 10
-    database_secret_arn: str | None = None
-    retention_grace_secs: Annotated[int, Field(ge=0, le=CENTURY)] = 86400
-    gc_grace_secs: Annotated[int, Field(ge=0, le=CENTURY)] = 86400
-    gc_batch_size: Count = 1000
-    gc_canary_size: Count = 10
-    gc_dry_run: Flag = False
-    s3_endpoint_url: str | None = None
-    s3_region: str | None = None
-    s3_force_path_style: Flag = False
-    schedule_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 2592000
-    tick_history_secs: Annotated[int, Field(ge=1, le=CENTURY)] = 604800
+    database_url_file: str | None = setting(None, text())
+    cas_url: str | None = setting(None, _cas_url)
+    worker_id: str = setting("awc-worker", text(1, 200))
+    worker_concurrency: int = setting(4, integer(1, MAX_CONCURRENCY))
+    worker_lease_secs: int = setting(300, integer(1, WEEK))
+    worker_poll_interval_ms: int = setting(1000, integer(1, 3_600_000))
+    tick_max_jobs: int = setting(100, integer(1, COUNT_MAX))
+    tick_max_secs: int = setting(55, integer(1, WEEK))
+    stop_grace_secs: int = setting(30, integer(0, DAY))
+    migrate: Literal["auto", "check"] = setting("auto", choice("auto", "check"))
+    prune_after_secs: int = setting(604800, integer(1, CENTURY))
+    metrics_port: int | None = setting(None, integer(1, 65535))
+    metrics_address: str = setting("127.0.0.1", _metrics_address)
+    metrics_textfile: str | None = setting(None, text())
+    pushgateway_url: str | None = setting(None, _pushgateway_url)
+    log_format: Literal["json", "text"] = setting("json", choice("json", "text"))
+    db_prepare: bool = setting(True, flag)
+    handler_modules: str | None = setting(None, text())
+    maintenance_interval_secs: int = setting(30, integer(1, DAY))
+    lambda_margin_secs: int = setting(10, integer(1, 900))
+    database_secret_arn: str | None = setting(None, text())
+    retention_grace_secs: int = setting(86400, integer(0, CENTURY))
+    gc_grace_secs: int = setting(86400, integer(0, CENTURY))
+    gc_batch_size: int = setting(1000, integer(1, COUNT_MAX))
+    gc_canary_size: int = setting(10, integer(1, COUNT_MAX))
+    gc_dry_run: bool = setting(False, flag)
+    s3_endpoint_url: str | None = setting(None, _s3_endpoint_url)
+    s3_region: str | None = setting(None, text())
+    s3_force_path_style: bool = setting(False, flag)
+    schedule_history_secs: int = setting(2592000, integer(1, CENTURY))
+    tick_history_secs: int = setting(604800, integer(1, CENTURY))
     # SPEC §22: unset, FAILED jobs (dead letters) are never pruned.
-    dead_letter_retention_secs: Annotated[int, Field(ge=1, le=CENTURY)] | None = None
+    dead_letter_retention_secs: int | None = setting(None, integer(1, CENTURY))
     # The console (SPEC §19): closed without a token; a secret like the URL.
-    ui_token: SecretStr | None = None
-    ui_read_only: Flag = False
+    ui_token: Secret | None = setting(None, secret(_ui_token))
+    ui_read_only: bool = setting(False, flag)
 
-    @field_validator(
-        "metrics_port", "metrics_textfile", "pushgateway_url", "handler_modules",
-        "database_url_file",
-        "database_secret_arn", "s3_endpoint_url", "s3_region", "cas_url", "ui_token",
-        "dead_letter_retention_secs", mode="before",
-    )
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        # An exported-but-empty variable (VAR=) means "unset", as shells intend.
-        return None if value == "" else value
-
-    @field_validator("ui_token", mode="after")
-    @classmethod
-    def _check_ui_token(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is None:
-            return None
-        text = value.get_secret_value()
-        if len(text) < UI_TOKEN_MIN:
-            raise ValueError(f"must be at least {UI_TOKEN_MIN} characters")
-        if len(text) > UI_TOKEN_MAX or not text.isprintable() or text != text.strip():
-            raise ValueError(f"must be at most {UI_TOKEN_MAX} printable characters, "
-                             "with no surrounding space")
-        return value
-
-    @field_validator("database_url", mode="before")
-    @classmethod
-    def _check_database_url(cls, value: Any) -> Any:
-        # Blank or whitespace is unset, never libpq's default target (SPEC §3);
-        # a string libpq would misread is refused without quoting it.
-        from tick.db import dsn_problem
-
-        if value is None:
-            return None
-        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        text = text.strip()
-        if not text:
-            return None
-        problem = dsn_problem(text)
-        if problem is not None:
-            raise ValueError(problem)
-        return text
-
-    @field_validator("metrics_address", mode="before")
-    @classmethod
-    def _check_metrics_address(cls, value: Any) -> Any:
-        # Exported but empty: the default (it bound every interface), like
-        # every other setting. Else an IP address, v4 or v6, or a host name.
-        if value == "":
-            from pydantic_core import PydanticUseDefault
-
-            raise PydanticUseDefault
-        if not isinstance(value, str):
-            return value
-        import ipaddress
-        import re
-
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            if not re.fullmatch(HOST_NAME, value):
-                raise ValueError("must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::) "
-                                 "or a host name") from None
-        return value
-
-    @field_validator("cas_url")
-    @classmethod
-    def _check_cas_scheme(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            parts = urlsplit(value)
-        except ValueError:
-            raise ValueError("is not a valid URL") from None
-        scheme = parts.scheme
-        if scheme not in CAS_SCHEMES:
-            # Quoted only when it is one: in "user:password@bucket" urllib
-            # reads the user name as the scheme.
-            shown = (f"'{scheme}'" if scheme and value.lower().startswith(f"{scheme}://")
-                     else "missing")
-            raise ValueError(
-                f"unknown scheme {shown}; use memory://, file:///path or s3://bucket/prefix"
-            )
-        if "@" in parts.netloc:
-            raise ValueError("holds user information; S3 takes its credentials from the "
-                             "environment or a role, never from the URL")
-        return value
-
-    @field_validator("pushgateway_url")
-    @classmethod
-    def _check_pushgateway_url(cls, value: str | None) -> str | None:
-        # Like prometheus-client, a bare host:port means http://. A
-        # user:password@ is sent as HTTP basic auth (tick.export.push).
-        if value is None:
-            return None
-        url = value if "://" in value else f"http://{value}"
-        problem = url_problem(url, ("http", "https"))
-        if problem is not None:
-            raise ValueError(problem)
-        return url
-
-    @field_validator("s3_endpoint_url")
-    @classmethod
-    def _check_s3_endpoint_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        problem = url_problem(value, ("http", "https"))
-        if problem is not None:
-            raise ValueError(problem)
-        if urlsplit(value).username is not None:
-            raise ValueError("holds user information; S3 takes its credentials from the "
-                             "environment or a role, never from the URL")
-        return value
+    def __post_init__(self) -> None:
+        problems = []
+        for item in fields(self):
+            given = getattr(self, item.name)
+            if given is item.default:
+                continue
+            if given is None or (given == "" and item.name in _EMPTY_IS_UNSET):
+                value = item.default
+            else:
+                try:
+                    value = item.metadata["parse"](given)
+                except ValueError as error:
+                    problems.append(f"{variable_name(item.name)}: {error}")
+                    continue
+            object.__setattr__(self, item.name, value)
+        if problems:
+            raise SettingsError("invalid setting " + "; ".join(problems))
 
     def secrets(self) -> list[str]:
         """What must never be printed: the user information of every
@@ -309,23 +288,11 @@ class Settings(BaseModel):
         return self.cas_url
 
 
-def _variable_name(field: str) -> str:
+def variable_name(field: str) -> str:
+    """The environment variable of a field."""
     if field == "database_url":
         return "DATABASE_URL"
     return "AWC_" + field.upper()
-
-
-def describe(error: ValidationError) -> str:
-    """One line naming each bad variable and its problem, never its value."""
-    problems = []
-    for item in error.errors(include_input=False, include_url=False):
-        loc = item.get("loc") or ("?",)
-        field = str(loc[0])
-        name = field if field.isupper() else _variable_name(field)
-        message = item.get("msg", "invalid value")
-        message = message.removeprefix("Value error, ")
-        problems.append(f"{name}: {message}")
-    return "invalid setting " + "; ".join(problems)
 
 
 def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -333,29 +300,26 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]
     `DATABASE_URL`), whatever their case; the rest are ignored."""
     import os
 
-    wanted = {_variable_name(name).lower(): name for name in Settings.model_fields}
+    wanted = {variable_name(item.name).lower(): item.name for item in fields(Settings)}
     found = {}
     for key, value in (os.environ if environ is None else environ).items():
-        field = wanted.get(key.lower())
-        if field is not None:
-            found[field] = value
+        name = wanted.get(key.lower())
+        if name is not None:
+            found[name] = value
     return found
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the environment once; CLI flags arrive as `overrides` and win."""
     from tick.redaction import keep_secret, url_secrets
+    from tick.setting_values import revealed
 
     clean = {key: value for key, value in overrides.items() if value is not None}
     given = {**from_environment(), **clean}
     # Kept before validation, so that no error path of a bad value can quote them.
-    for field in ("database_url", "cas_url", "pushgateway_url", "s3_endpoint_url"):
-        value = given.get(field)
-        keep_secret(*url_secrets(value.get_secret_value() if isinstance(value, SecretStr)
-                                 else str(value or "")))
-    try:
-        settings = Settings(**given)
-    except ValidationError as error:
-        raise SettingsError(describe(error)) from None
+    for name in ("database_url", "cas_url", "pushgateway_url", "s3_endpoint_url"):
+        value = given.get(name)
+        keep_secret(*url_secrets(revealed(value) if value is not None else ""))
+    settings = Settings(**given)
     keep_secret(*settings.secrets())
     return settings

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 def configure(settings: Settings, store: ObjectStore | None = None) -> None:
     """Open the object store named by `AWC_CAS_URL` (unless one is given) and
     register the built-in kinds for this process."""
+    from tick.engine.registry import REGISTRY
+
     from .kinds import KINDS
     from .runtime import Runtime, install
     from .stores import open_store
@@ -29,5 +32,6 @@ def configure(settings: Settings, store: ObjectStore | None = None) -> None:
     if store is None:
         store = open_store(settings.require_cas_url(), settings)
     install(Runtime(settings=settings, store=store))
-    for kind in KINDS:
-        importlib.import_module(f"{__name__}.kinds.{kind}")
+    for kind, lease_secs in KINDS.items():
+        REGISTRY.defer(kind, functools.partial(importlib.import_module,
+                                               f"{__name__}.kinds.{kind}"), lease_secs)

@@ -41,6 +41,7 @@ from ..journal import Journal
 from ..runtime import Runtime, pacer, runtime
 from ..stores.base import StoreError, StoreRefused
 from ..trees import Walk, walk_closure
+from . import KINDS
 from .payloads import TenantPayload
 
 DELETE_CHUNK = 100
@@ -284,7 +285,7 @@ def _end(epoch: Epoch, state: str, counts: dict[str, int], error: str | None = N
         epoch.journal.forget(conn)
 
 
-@handler("gc_sweep", payload=TenantPayload, lease_secs=900)
+@handler("gc_sweep", payload=TenantPayload, lease_secs=KINDS["gc_sweep"])
 def gc_sweep(ctx: JobContext, payload: TenantPayload) -> Any:
     """Mark, plan, delete a canary batch, re-mark, then delete the rest;
     across claims when the tenant is too large for one (SPEC §17)."""

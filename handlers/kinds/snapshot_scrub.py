@@ -7,6 +7,7 @@ from typing import Any
 from tick import Complete, JobContext, handler
 
 from ..runtime import runtime
+from . import KINDS
 from .payloads import SnapshotPayload
 from .records import audit, load_snapshot, set_snapshot_state, walk_snapshot
 
@@ -18,7 +19,7 @@ ON CONFLICT (tenant_id, digest, reason) DO NOTHING
 """
 
 
-@handler("snapshot_scrub", payload=SnapshotPayload, lease_secs=600)
+@handler("snapshot_scrub", payload=SnapshotPayload, lease_secs=KINDS["snapshot_scrub"])
 def snapshot_scrub(ctx: JobContext, payload: SnapshotPayload) -> Any:
     """Decayed: DEGRADED, and every surviving object pinned against GC.
     Either way one `snapshot.scrub` audit event. Decay is recorded, not

@@ -7,11 +7,12 @@ from typing import Any
 from tick import Complete, JobContext, handler
 
 from ..runtime import runtime
+from . import KINDS
 from .payloads import SnapshotPayload
 from .records import load_snapshot, set_snapshot_state, walk_snapshot
 
 
-@handler("snapshot_validate", payload=SnapshotPayload, lease_secs=600)
+@handler("snapshot_validate", payload=SnapshotPayload, lease_secs=KINDS["snapshot_validate"])
 def snapshot_validate(ctx: JobContext, payload: SnapshotPayload) -> Any:
     """Walk the closure from the root, hashing every object: READY when
     closed, FAILED with a verdict naming missing and corrupt digests. A

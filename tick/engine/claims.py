@@ -52,10 +52,13 @@ class Claims:
         self.cursor = Cursor()  # where the next claim's walk starts (SPEC §24)
         self.fair = False  # the last claim was the fair claim (SPEC §23): the next skips the walk
         self.dense = False  # and its one-pass read held: the next is its short form
-        # The last claim saw a kind or queue limit (or none was made): the
-        # next sends step 2, the lanes (SPEC §18); without one they cost a
-        # plan's set-up to claim nothing (decision 0018, amended).
-        self.lanes = True
+        # The last claim saw a kind or queue limit: the next sends step 2,
+        # the lanes (SPEC §18); without one they cost a plan's set-up to
+        # claim nothing (decision 0018, amended). A first claim goes without
+        # them: on a new connection step 2's parse and plan took 22 ms, most
+        # of an empty `awc tick`'s exchanges, and where a limit exists the
+        # claim takes nothing and the next, at once, sends them.
+        self.lanes = False
         self.lanes_only = False  # and they were the last claim: send steps 1 and 2 alone
         # The least left for a claim: a second, or half of what the run had
         # at its first claim (`--max-secs 1` counts from the process's start,
@@ -120,7 +123,7 @@ class Claims:
 
     def took(self, request: ClaimRequest, rows: list[ClaimedRow],
              held_back: bool = False, mark: str | None = None,
-             fair: FairAnswer = NO_FAIR, refused: bool = False, lanes: bool = True) -> None:
+             fair: FairAnswer = NO_FAIR, refused: bool = False, lanes: bool = False) -> None:
         """A claim came back with `rows`: their slots are taken; fewer rows
         than asked for means the queue has no more ready jobs (for this
         claimer, now), unless a global limit held some back: then the run

@@ -1,0 +1,116 @@
+"""SPEC §14: a cold `awc tick` imports what its run needs and no more
+(decision 0040): settings without pydantic, the built-in kinds by name until
+a job of theirs runs, a first claim without the limits' lanes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import psycopg
+import pytest
+
+from tick.engine.registry import Handler, Registry
+from tick.setting_values import Secret, integer
+from tick.settings import load_settings
+
+pytestmark = pytest.mark.timeout(120)
+
+# `awc tick` run in-process, then the modules it imported.
+PROBE = """
+import json, sys
+from tick.cli import main
+sys.argv = ["awc", "tick"]
+try:
+    main()
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def run_probe(env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_an_empty_tick_imports_neither_pydantic_nor_the_built_in_kinds(
+    awc_env: dict[str, str],
+) -> None:
+    env = {k: v for k, v in awc_env.items() if k != "AWC_HANDLER_MODULES"}
+    found = run_probe(env)
+    assert found["code"] in (0, None)
+    loaded = set(found["modules"])
+    assert "pydantic" not in loaded and "pydantic_core" not in loaded
+    assert not {m for m in loaded if m.startswith("tick.handlers.kinds.")}
+    assert "tick.handlers.kinds" in loaded  # the table of kinds and leases, not the kinds
+
+
+def test_a_built_in_kind_is_claimed_and_run_by_a_tick_that_had_not_imported_it(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str],
+) -> None:
+    """The kind is registered by name, so the claim takes its job; the job's
+    run imports the module and its payload model refuses a bad payload as
+    the model always did (a failure naming the field, no traceback)."""
+    from tick.producer import enqueue
+
+    job = enqueue(conn, "snapshot_validate", {"tenant_id": "t", "snapshot_id": 12},
+                  max_attempts=1)
+    env = {k: v for k, v in awc_env.items() if k != "AWC_HANDLER_MODULES"}
+    found = run_probe(env)
+    assert "tick.handlers.kinds.snapshot_validate" in found["modules"]
+    assert "pydantic" in found["modules"]
+    state, error = conn.execute("SELECT state, last_error FROM awc.jobs WHERE id = %s",
+                                (job,)).fetchone() or (None, None)
+    assert state == "FAILED"
+    assert "snapshot_id" in error and "Traceback" not in error
+
+
+def test_a_deferred_kind_is_known_with_its_lease_and_loaded_once_on_first_use() -> None:
+    registry = Registry()
+    loads: list[str] = []
+
+    def load() -> None:
+        loads.append("loaded")
+        registry.add(Handler("late", lambda ctx, payload: "ran", None, 42))
+
+    registry.defer("late", load, 42)
+    assert "late" in registry and registry.kinds() == ["late"]
+    assert registry.leases() == {"late": 42} and loads == []
+    entry = registry.get("late")
+    assert entry is not None and entry.fn(None, None) == "ran"  # type: ignore[arg-type]
+    assert registry.get("late") is entry and loads == ["loaded"]
+    assert registry.get("unknown") is None
+
+
+def test_a_secret_setting_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:hunter22secret@h/db")
+    monkeypatch.setenv("AWC_UI_TOKEN", "t" * 20)
+    settings = load_settings()
+    for shown in (repr(settings), str(settings), repr(settings.database_url),
+                  f"{settings.ui_token}", str(settings.database_url)):
+        assert "hunter22secret" not in shown and "t" * 20 not in shown
+    assert settings.dsn() == "postgresql://u:hunter22secret@h/db"
+    assert Secret("a") == Secret("a") and Secret("a") != Secret("b")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("5", 5), (" 5 ", 5), ("+5", 5), (5, 5), ("\u0665", None), ("5.0", None), ("", None),
+     ("1_000", None), (True, None), (5.0, None), ("9" * 1_000_000, None), ("-", None)],
+)
+def test_an_integer_setting_is_ascii_digits_within_its_bounds(
+    given: Any, expected: int | None,
+) -> None:
+    parse = integer(1, 10)
+    if expected is None:
+        with pytest.raises(ValueError, match="valid integer") as caught:
+            parse(given)
+        assert len(str(caught.value)) < 100
+    else:
+        assert parse(given) == expected

@@ -60,6 +60,9 @@ class MaintenanceResult:
     seed: tuple[Any, ...] | None = None
     # SPEC §23: the fair claim's key cursor the last run left, if any
     key_seed: str | None = None
+    # A job may be ready now (ready_any.sql), or a schedule fired: False
+    # lets a tick with nothing to do end without its claim (decision 0040)
+    ready: bool = True
 
 
 def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
@@ -79,11 +82,11 @@ def rescue(conn: psycopg.Connection[Any], limit: int = RESCUE_LIMIT) -> tuple[in
 
 def _rescue(
     conn: psycopg.Connection[Any], limit: int, start: TickStart | None
-) -> tuple[int, int, bool, int | None, bool, tuple[Any, ...] | None, str | None]:
+) -> tuple[int, int, bool, int | None, bool, tuple[Any, ...] | None, str | None, bool]:
     """`rescue`, whether a schedule is due, the id of the history row
     inserted for `start`, whether the prune is due, and the cursor the last
-    run left for the first claim (SPEC §24) and its key cursor (§23): the
-    lock, the five questions
+    run left for the first claim (SPEC §24) and its key cursor (§23), and
+    whether a job may be ready after the rescue: the lock, the questions
     and the rescue are sent in one exchange, so a tick pays no extra round
     trip for schedules, history, the prune check or its cursor (SPEC §15,
     §16)."""
@@ -98,16 +101,18 @@ def _rescue(
         key_seed = conn.execute(sql("claim_key_seed"))
         conn.execute(sql("pin_plans"))
         rescue = conn.execute(sql("rescue_jobs"), {"limit": limit, "key": RESCUE_LOCK_KEY})
+        ready = conn.execute(sql("ready_any"))
     due = schedules.fetchone()
     tick = opened.fetchone() if opened is not None else None
     prune_due = prune.fetchone()
     seeded = seed.fetchone()
     key_row = key_seed.fetchone()
     rows = rescue.fetchall()
+    maybe = ready.fetchone()
     failed = sum(1 for _, state in rows if state == "FAILED")
     return (len(rows) - failed, failed, bool(due and due[0]), tick[0] if tick else None,
             bool(prune_due and prune_due[0]), None if seeded is None else tuple(seeded),
-            None if key_row is None else key_row[0])
+            None if key_row is None else key_row[0], bool(maybe is None or maybe[0]))
 
 
 def prune(
@@ -206,8 +211,9 @@ def run_maintenance(
     firing and the prune as it bounds the claims (SPEC §6): what is left
     undone, the next pass does. `report`, if given, receives each
     schedule's fires as they are recorded (`fire_due`), inside that bound."""
-    rescued, rescued_failed, due, tick_id, prune_due, seed, key_seed = _rescue(
+    rescued, rescued_failed, due, tick_id, prune_due, seed, key_seed, ready = _rescue(
         conn, RESCUE_LIMIT, start)
+    ready = ready or due  # the jobs it fires are enqueued after the probe
     fired = None
     if due:
         from tick.schedules.firing import fire_due
@@ -233,10 +239,10 @@ def run_maintenance(
     if fired is None:
         return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                                  tick_id=tick_id, seed=seed, key_seed=key_seed,
-                                 prune_error=prune_error)
+                                 prune_error=prune_error, ready=ready)
     return MaintenanceResult(rescued=rescued, rescued_failed=rescued_failed, pruned=pruned,
                              fired=fired.enqueued, fires=tuple(fired.rows),
                              lags=tuple(fired.lags.items()), parked=tuple(fired.parked),
                              unplanned=tuple(fired.unplanned),
                              tick_id=tick_id, seed=seed, key_seed=key_seed,
-                             prune_error=prune_error)
+                             prune_error=prune_error, ready=ready)

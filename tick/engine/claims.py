@@ -65,12 +65,17 @@ class Claims:
         # and a floor of a second left a run of 1 s no claim at all).
         self.floor: float | None = None
 
-    def seeded(self, seed: Sequence[Any] | None, key_seed: str | None = None) -> None:
+    def seeded(self, seed: Sequence[Any] | None, key_seed: str | None = None,
+               ready: bool = True) -> None:
         """Start from the cursor the last run left (SPEC §24, cursor.py),
         unless this run's claims are filtered: such a cursor is exact only
         for the claimer's own kinds and queues. The rotation across keys
         goes on from the last run's key cursor, filtered or not (SPEC §23):
-        any key is a place to start it."""
+        any key is a place to start it. A one-shot run whose maintenance
+        pass found no job `ready` is drained before it claims: its claim's
+        statements were most of an empty tick's exchanges (decision 0040)."""
+        if not (ready or self._spec.continuous):
+            self.ended = "drained"
         self.cursor.seed_key(key_seed)
         if self._spec.kinds is None and self._spec.queues is None:
             self.cursor.seed(seed, time.monotonic())

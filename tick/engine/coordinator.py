@@ -240,7 +240,7 @@ class Coordinator:
         except Exception as error:  # a DatabaseError as it is, anything else as one
             raise as_database_error(error, "maintenance", conn) from None
         self.row.tick_id = self.engine.last_tick_id = done.tick_id
-        self.claims.seeded(done.seed, done.key_seed)  # SPEC §24: start where the last run left off
+        self.claims.seeded(done.seed, done.key_seed, done.ready)  # SPEC §24, decision 0040
         self.report.rescued, self.report.pruned = report.rescued, report.pruned
         self.report.fired = report.fired
 

@@ -22,11 +22,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, bench_url, machine, median, report, reset
+from bench.common import ROOT, bench_url, machine, median, report, reset, timed_process
 from tick.db import connect
 
 HEAVY = ("tick.cli", "tick.settings", "pydantic", "psycopg", "click", "tick.engine.api",
@@ -43,13 +42,10 @@ def env_for(url: str) -> dict[str, str]:
 
 
 def once(env: dict[str, str], command: list[str] | None = None, cwd: Path = ROOT) -> float:
-    began = time.perf_counter()
-    done = subprocess.run(command or [sys.executable, "-m", "tick.cli", "tick"], env=env,
-                          cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=60)
-    took = time.perf_counter() - began
-    if done.returncode != 0:
-        raise SystemExit(f"awc tick failed with exit {done.returncode}")
+    took, code = timed_process(command or [sys.executable, "-m", "tick.cli", "tick"], env=env,
+                               cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if code != 0:
+        raise SystemExit(f"awc tick failed with exit {code}")
     return took
 
 
@@ -65,15 +61,16 @@ def imports(env: dict[str, str], python: str = sys.executable,
     return found
 
 
-def wheel_venv(scratch: Path) -> str:
-    """A wheel of this checkout installed, with its dependencies, in a venv
-    of its own, as an operator installs awc: that venv's python."""
+def wheel_venv(scratch: Path, source: Path = ROOT) -> str:
+    """A wheel of this checkout (or of `source`) installed, with its
+    dependencies, in a venv of its own, as an operator installs awc: that
+    venv's python."""
     dist, venv = scratch / "dist", scratch / "venv"
     # Without PYTHONPATH: a checkout on it (bench.all's) would read as awc
     # already installed, and pip would install nothing.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
-                    str(ROOT)], check=True, capture_output=True, env=env)
+                    str(source)], check=True, capture_output=True, env=env)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     wheel = next(dist.glob("*.whl"))
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True,
@@ -81,11 +78,32 @@ def wheel_venv(scratch: Path) -> str:
     return str(venv / "bin" / "python")
 
 
+def before_tick(rev: str, scratch: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """`awc tick` of a wheel of awc at `rev`, and its environment: a
+    database of its own, migrated by that awc (a newer schema it would
+    refuse)."""
+    tree = scratch / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        python = wheel_venv(scratch, tree)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
+                       capture_output=True)
+    url = bench_url(database="awc_bench_before_empty_tick")
+    awc = str(Path(python).parent / "awc")
+    subprocess.run([awc, "migrate"], env={**env, "DATABASE_URL": url}, cwd=scratch, check=True,
+                   capture_output=True)
+    return [awc, "tick"], {**env, "DATABASE_URL": url}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--checkout", action="store_true",
                         help="time this checkout as it runs here, not a wheel installed apart")
+    parser.add_argument("--before", metavar="REV",
+                        help="also time a wheel of awc at REV, interleaved (a database of its own)")
     args = parser.parse_args(argv)
     url = bench_url()
     with connect(url) as conn:
@@ -99,10 +117,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             command = [str(Path(python).parent / "awc"), "tick"]
             env = {k: v for k, v in env_for(url).items() if k != "PYTHONPATH"}
             cwd = Path(scratch)
+        before = before_tick(args.before, Path(scratch) / "before", env) if args.before else None
         once(env, command, cwd)  # warm the page cache and .pyc files, as a timer's second run
-        runs, floors, bare = [], [], []
-        for _ in range(args.runs):  # interleaved: the machine's noise falls on all three
+        if before is not None:
+            once(before[1], before[0], cwd)
+        runs, floors, bare, earlier = [], [], [], []
+        for _ in range(args.runs):  # interleaved: the machine's noise falls on all of them
             runs.append(once(env, command, cwd))
+            if before is not None:
+                earlier.append(once(before[1], before[0], cwd))
             # The reference: the interpreter importing the driver every tick needs.
             floors.append(_time([python, "-c", "import psycopg"], env, cwd))
             bare.append(_time([python, "-c", "pass"], env, cwd))
@@ -114,6 +137,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "ratio_to_import_psycopg": round(median(runs) / median(floors), 3),
             "import_s": imports(env, python, cwd),
         }
+        if earlier:
+            figures.update(before=args.before, empty_tick_before_s=round(median(earlier), 3),
+                           ratio_to_before=round(median(runs) / median(earlier), 3))
     with connect(url) as conn:
         report("empty_tick", figures, {
             "machine": machine(conn), "runs": args.runs,
@@ -124,9 +150,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _time(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
-    began = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=cwd, check=True, timeout=60)
-    return time.perf_counter() - began
+    took, code = timed_process(argv, env=env, cwd=cwd)
+    if code != 0:
+        raise SystemExit(f"{argv[1:]} failed with exit {code}")
+    return took
 
 
 if __name__ == "__main__":

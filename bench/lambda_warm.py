@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import ROOT, bench_url, machine, median, report, reset
+from bench.common import ROOT, bench_url, machine, median, report, reset, timed_process
 from tick.db import connect
 
 ENTRY = "import tick.drivers.aws_lambda"
@@ -107,9 +107,10 @@ def split(entry: Any, event: dict[str, str], conn: Any, invocations: int
 
 
 def timed_import(code: str, env: dict[str, str]) -> float:
-    began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
-    return time.perf_counter() - began
+    took, exit_code = timed_process([sys.executable, "-c", code], env=env)
+    if exit_code != 0:
+        raise SystemExit(f"the import {code!r} failed with exit {exit_code}")
+    return took
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

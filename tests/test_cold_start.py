@@ -114,3 +114,38 @@ def test_an_integer_setting_is_ascii_digits_within_its_bounds(
         assert len(str(caught.value)) < 100
     else:
         assert parse(given) == expected
+
+
+def test_the_lambda_entry_imports_no_pydantic() -> None:
+    """Its event is checked by hand (decision 0040); the messages are the
+    model's (tests/test_lambda.py holds them)."""
+    probe = ("import sys, tick.drivers.aws_lambda; "
+             "print([m for m in ('pydantic', 'pydantic_core') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [({"max_jobs": 5, "kinds": ["a"], "queues": ["q"], "execution_id": "x"}, None),
+     ({"max_jobs": False}, "max_jobs: Input should be a valid integer"),
+     ({"max_jobs": -1}, "max_jobs: Input should be greater than 0"),
+     ({"kinds": ("a",)}, "kinds: Input should be a valid list"),
+     ({"kinds": ["a", None, ""]}, "kinds.1: Input should be a valid string; kinds.2: String "
+                                  "should have at least 1 character"),
+     ({"scheduled_time": 5}, "scheduled_time: Input should be a valid string"),
+     ({"unknown": object()}, None)],
+)
+def test_an_event_is_checked_key_by_key(event: dict[str, Any], said: str | None) -> None:
+    from tick.drivers.lambda_event import parse_event
+
+    if said is None:
+        parsed, correlation = parse_event(event)
+        assert parsed.max_jobs == event.get("max_jobs")
+        assert correlation == event.get("execution_id")
+    else:
+        with pytest.raises(ValueError) as caught:
+            parse_event(event)
+        assert str(caught.value) == f"invalid event: {said}"

@@ -106,3 +106,34 @@ def test_the_probe_reads_a_few_pages_whatever_the_backlog_of_later_jobs(
     assert plan is not None
     top = plan[0][0]["Plan"]
     assert top["Shared Hit Blocks"] + top.get("Shared Read Blocks", 0) < 60, top
+
+
+def test_only_the_maintenance_pass_and_a_row_alone_commit_without_waiting_for_the_disk(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """decision 0040: `synchronous_commit` is off for the pass (its rescue is
+    redone by the next) and for a run's row completed on its own; never in
+    an exchange that claims or records an outcome."""
+    from tests.exchanges import sent
+    from tick.engine.api import Engine, RunSpec, maintenance_for
+    from tick.history import TickStart
+
+    engine = Engine(lambda: conn, registry=registry_with(noop=lambda ctx, payload: None),
+                    maintenance=maintenance_for(86400.0))
+
+    def run_one() -> None:
+        import threading
+        import time
+
+        spec = RunSpec(history=TickStart("tick", "w-q"), deadline=time.monotonic() + 30,
+                       concurrency=2)
+        engine.run(spec, threading.Event())
+
+    run_one()  # the first pass may prune
+    empty = sent(conn, run_one)
+    assert len(empty) == 2 and all("synchronous_commit" in turn for turn in empty)
+    enqueue_many(conn, [{"kind": "noop"} for _ in range(6)])
+    busy = sent(conn, run_one)
+    assert "synchronous_commit" in busy[0] and "Rescue" in busy[0]
+    claiming = [turn for turn in busy if "Claim a batch" in turn or "Complete" in turn]
+    assert claiming and not any("synchronous_commit" in turn for turn in claiming)

@@ -93,6 +93,7 @@ def _rescue(
     from tick.db import one_exchange
 
     with one_exchange(conn):  # the lock, the checks and the rescue: one turn
+        conn.execute(sql("quiet_commit"))  # redone by the next pass if lost
         conn.execute(sql("try_lock"), {"key": RESCUE_LOCK_KEY})
         schedules = conn.execute(sql("schedules_due"))
         opened = conn.execute(sql("open_tick"), start.params()) if start else None

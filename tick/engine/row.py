@@ -147,7 +147,11 @@ def close_quietly(conn: psycopg.Connection[Any], tail: Tail, events: EventSink) 
     the round trip's one did not foresee how the run ended: the jobs are
     recorded already, so a failure here is a warning event, never the
     run's failure."""
+    from tick.db import one_exchange
+
     try:
-        conn.execute(sql(tail[0]), tail[1])
+        with one_exchange(conn):  # the row alone: its commit need not wait for the disk
+            conn.execute(sql("quiet_commit"))
+            conn.execute(sql(tail[0]), tail[1])
     except Exception as error:
         events.log("warning", "tick_history_failed", error=type(error).__name__)

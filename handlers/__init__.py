@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import functools
-import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,5 +31,4 @@ def configure(settings: Settings, store: ObjectStore | None = None) -> None:
         store = open_store(settings.require_cas_url(), settings)
     install(Runtime(settings=settings, store=store))
     for kind, lease_secs in KINDS.items():
-        REGISTRY.defer(kind, functools.partial(importlib.import_module,
-                                               f"{__name__}.kinds.{kind}"), lease_secs)
+        REGISTRY.defer(kind, f"{__name__}.kinds.{kind}", lease_secs)

@@ -12,7 +12,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from tick.engine.registry import Handler, Registry
 from tick.setting_values import Secret, integer
 from tick.settings import load_settings
 
@@ -72,20 +71,47 @@ def test_a_built_in_kind_is_claimed_and_run_by_a_tick_that_had_not_imported_it(
 
 
 def test_a_deferred_kind_is_known_with_its_lease_and_loaded_once_on_first_use() -> None:
-    registry = Registry()
-    loads: list[str] = []
+    """And registered by name again (a second `configure`, the next Lambda
+    invocation's), it is the handler its module registered: the module is
+    not imported twice, and its `@handler` does not run again."""
+    import importlib
 
-    def load() -> None:
-        loads.append("loaded")
-        registry.add(Handler("late", lambda ctx, payload: "ran", None, 42))
+    from tick.engine.registry import REGISTRY
 
-    registry.defer("late", load, 42)
-    assert "late" in registry and registry.kinds() == ["late"]
-    assert registry.leases() == {"late": 42} and loads == []
-    entry = registry.get("late")
-    assert entry is not None and entry.fn(None, None) == "ran"  # type: ignore[arg-type]
-    assert registry.get("late") is entry and loads == ["loaded"]
-    assert registry.get("unknown") is None
+    module = "tests.deferred_kind"
+    sys.modules.pop(module, None)
+    try:
+        REGISTRY.defer("awc_test_deferred", module, 42)
+        assert "awc_test_deferred" in REGISTRY and module not in sys.modules
+        assert REGISTRY.leases()["awc_test_deferred"] == 42
+        entry = REGISTRY.get("awc_test_deferred")
+        assert entry is not None and entry.fn(None, None) == "ran"  # type: ignore[arg-type]
+        REGISTRY.defer("awc_test_deferred", module, 42)
+        again = REGISTRY.get("awc_test_deferred")
+        assert again is entry
+        assert importlib.import_module(module).IMPORTS == ["imported"]
+        assert REGISTRY.get("unknown") is None
+    finally:
+        REGISTRY._handlers.pop("awc_test_deferred", None)
+        sys.modules.pop(module, None)
+
+
+def test_a_second_configure_keeps_the_built_in_kinds_running(db_url: str) -> None:
+    """The Lambda configures each warm invocation: a built-in kind whose
+    module was imported by the first still runs after the second."""
+    import tick.handlers as handlers
+    from tick.handlers.stores.memory import MemoryStore
+
+    from tick.engine.registry import REGISTRY
+    from tick.settings import Settings
+
+    settings = Settings(database_url=db_url, cas_url="memory://")
+    handlers.configure(settings, MemoryStore())
+    first = REGISTRY.get("prune")
+    handlers.configure(settings, MemoryStore())
+    second = REGISTRY.get("prune")
+    assert first is not None and second is first
+    assert second.fn.__name__ == "prune"
 
 
 def test_a_secret_setting_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:

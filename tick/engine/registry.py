@@ -42,30 +42,39 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
         # Kinds registered by name whose module is imported on first use.
-        self._loads: dict[str, Callable[[], object]] = {}
+        self._loads: dict[str, str] = {}
         self._loading = threading.Lock()
+        # Every handler a module registered, by kind and module: a module is
+        # imported once, so registering its kind by name again reuses it.
+        self._seen: dict[tuple[str, str], Handler] = {}
 
     def add(self, entry: Handler) -> None:
         """Register `entry`; re-registering a kind replaces the earlier handler."""
         self._handlers[entry.kind] = entry
         self._loads.pop(entry.kind, None)
+        self._seen[entry.kind, getattr(entry.fn, "__module__", "")] = entry
 
-    def defer(self, kind: str, load: Callable[[], object], lease_secs: int | None) -> None:
-        """Register `kind` by name, with its own lease: `load` (the import of
-        the module whose `@handler` registers it) runs when the engine first
-        needs the handler. The built-in kinds come in so: their payload
-        models are pydantic's, and building them cost every cold start
-        that ran none of them 60 ms (decision 0040)."""
+    def defer(self, kind: str, module: str, lease_secs: int | None) -> None:
+        """Register `kind` by name, with its own lease: `module`, whose
+        `@handler` registers it, is imported when the engine first needs
+        the handler (at once, if it registered it before). The built-in
+        kinds come in so: their payload models are pydantic's, and building
+        them cost every cold start that ran none of them 60 ms (decision
+        0040)."""
+        seen = self._seen.get((kind, module))
+        if seen is not None:
+            self.add(seen)
+            return
         self._handlers[kind] = Handler(kind, _not_loaded, None, lease_secs)
-        self._loads[kind] = load
+        self._loads[kind] = module
 
     def get(self, kind: str) -> Handler | None:
         """The handler for `kind`, or None for an unknown kind."""
         if self._loads:
             with self._loading:
-                load = self._loads.pop(kind, None)
-                if load is not None:
-                    load()
+                module = self._loads.pop(kind, None)
+                if module is not None:
+                    importlib.import_module(module)
         return self._handlers.get(kind)
 
     def kinds(self) -> list[str]:

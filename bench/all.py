@@ -1,7 +1,7 @@
 """Every figure the README quotes, in one run, as a table of result,
 reference, ratio and target (the targets of the performance work).
 
-    python -m bench.all [--quick]
+    python -m bench.all [--quick] [--from BENCH]
 
 Runs, one after the other on the same machine: pgbench's own claim +
 fenced-complete loop, drain, the raw loops beside pgbench and the drain on a
@@ -32,6 +32,18 @@ from bench.horizon import cluster
 Row = tuple[str, str, str, str, str, str]
 
 
+def _written(name: str) -> dict[str, Any]:
+    """The figures bench `name` wrote last (a run resumed with --from)."""
+    import json
+
+    from bench.common import RESULTS
+
+    data: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
+    print(f"== {name}: read from {RESULTS / (name + '.json')}, written at {data['at']}",
+          flush=True)
+    return {k: v for k, v in data.items() if k not in ("benchmark", "at", "context")}
+
+
 def _run(name: str, argv: list[str]) -> dict[str, Any]:
     module = importlib.import_module(f"bench.{name}")
     figures: dict[str, Any] = module.main(argv)
@@ -43,6 +55,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--database-url",
                         help="the server for the benches that take one (default: start one)")
+    parser.add_argument("--from", dest="start", metavar="BENCH",
+                        help="resume a run that stopped at BENCH: the benches before it are "
+                             "read from what they wrote in bench/results")
     args = parser.parse_args(argv)
     q = args.quick
     runs = ["--runs", "1" if q else "3"]
@@ -93,7 +108,13 @@ def main(argv: list[str] | None = None) -> list[Row]:
         os.environ["BENCH_DATABASE_URL"] = admin
         print(f"server for the benches that take one: {server}", flush=True)
         try:
+            names = [name for name, _ in plan]
+            if args.start is not None and args.start not in names:
+                raise SystemExit(f"bench.all: no bench {args.start!r} to resume at")
             for name, bench_argv in plan:
+                if args.start is not None and names.index(name) < names.index(args.start):
+                    got[name] = _written(name)
+                    continue
                 got[name] = _run(name, bench_argv)
         finally:  # the caller's environment as it was
             if given is None:

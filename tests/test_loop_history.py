@@ -33,10 +33,13 @@ def test_a_killed_loop_leaves_its_stretch_row_and_awc_ticks_shows_it_died(
         # The newest open stretch: on a loaded machine a renewal of the 6 s
         # lease may come late, the job be rescued and claimed again, and a
         # second stretch open beside the first (both then die with the loop).
+        # A stretch's row has a deadline (its lease) from its insert; an idle
+        # pass's row, open while its maintenance runs, has none.
         row = wait_for(lambda: [r for r in loop_rows(conn) if r["claimed"] == 0
-                                and r["finished_at"] is None], timeout=5,
-                       what="the running stretch's row")[0]
-        assert not row["died"] and row["deadline_at"] is not None
+                                and r["finished_at"] is None
+                                and r["deadline_at"] is not None], timeout=5,
+                       what="the running stretch's row, with its lease")[0]
+        assert not row["died"]
     finally:
         proc.kill()  # SIGKILL: nothing of the loop runs after this
         proc.communicate(timeout=30)

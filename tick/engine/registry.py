@@ -70,7 +70,7 @@ class Registry:
 
     def get(self, kind: str) -> Handler | None:
         """The handler for `kind`, or None for an unknown kind."""
-        if self._loads:
+        if kind in self._loads:  # not a lock per job for the kinds never deferred
             with self._loading:
                 module = self._loads.pop(kind, None)
                 if module is not None:

@@ -155,19 +155,13 @@ def _s3_endpoint_url(value: Any) -> str:
     return str(value)
 
 
-def setting(default: Any, parse: Parser) -> Any:
+def setting(default: Any, parse: Parser, *, empty_is_unset: bool | None = None) -> Any:
     """A field of `Settings`: its default, and the parser of a value given.
     An exported-but-empty variable (`VAR=`) means unset, as shells intend,
-    for every setting but the flags (where empty is false) and the integers
-    that have a default (where it is refused)."""
-    return field(default=default, metadata={"parse": parse})
-
-
-_EMPTY_IS_UNSET = frozenset({
-    "database_url", "database_url_file", "cas_url", "metrics_port", "metrics_address",
-    "metrics_textfile", "pushgateway_url", "handler_modules", "database_secret_arn",
-    "s3_endpoint_url", "s3_region", "ui_token", "dead_letter_retention_secs",
-})
+    for every optional setting (and where `empty_is_unset` says so); for
+    the others the parser reads it (a flag: false; a number: refused)."""
+    unset = default is None if empty_is_unset is None else empty_is_unset
+    return field(default=default, metadata={"parse": parse, "empty_is_unset": unset})
 
 
 @dataclass(frozen=True, repr=False)
@@ -192,7 +186,8 @@ class Settings:
     migrate: Literal["auto", "check"] = setting("auto", choice("auto", "check"))
     prune_after_secs: int = setting(604800, integer(1, CENTURY))
     metrics_port: int | None = setting(None, integer(1, 65535))
-    metrics_address: str = setting("127.0.0.1", _metrics_address)
+    # Exported but empty, it bound every interface: now the default.
+    metrics_address: str = setting("127.0.0.1", _metrics_address, empty_is_unset=True)
     metrics_textfile: str | None = setting(None, text())
     pushgateway_url: str | None = setting(None, _pushgateway_url)
     log_format: Literal["json", "text"] = setting("json", choice("json", "text"))
@@ -223,7 +218,7 @@ class Settings:
             given = getattr(self, item.name)
             if given is item.default:
                 continue
-            if given is None or (given == "" and item.name in _EMPTY_IS_UNSET):
+            if given is None or (given == "" and item.metadata["empty_is_unset"]):
                 value = item.default
             else:
                 try:

@@ -30,11 +30,17 @@ def brief(error: Any, names: Collection[str] | None = None, shown: int = SHOWN) 
     place is the model's own (a model that ignores extra keys and has no
     mapping field)."""
     items = error.errors(include_input=False, include_url=False, include_context=False)
-    parts = [f"{place(item.get('loc', ()), names)}: {item.get('msg', 'invalid')}"
-             for item in items[:shown]]
-    if len(items) > shown:
-        parts.append(f"and {len(items) - shown:,} more")
-    return "; ".join(parts)
+    return counted([f"{place(item.get('loc', ()), names)}: {item.get('msg', 'invalid')}"
+                    for item in items[:shown]], len(items), shown)
+
+
+def counted(parts: list[str], total: int, shown: int = SHOWN) -> str:
+    """The first `shown` of `total` problems (`parts` holds at least those),
+    joined, and the rest counted."""
+    said = parts[:shown]
+    if total > shown:
+        said.append(f"and {total - shown:,} more")
+    return "; ".join(said)
 
 
 def place(loc: tuple[Any, ...], names: Collection[str] | None) -> str:

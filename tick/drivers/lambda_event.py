@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tick.problems import SHOWN
+from tick.problems import counted
 from tick.producer import NAME_LIMIT
 from tick.text import printable, text_refusal
 
@@ -113,10 +113,7 @@ def parse_event(event: Any) -> tuple[TickEvent, str | None]:
         scheduled_time=_text("scheduled_time", event.get("scheduled_time"), problems),
     )
     if problems:
-        shown = problems[:SHOWN]
-        if len(problems) > SHOWN:
-            shown.append(f"and {len(problems) - SHOWN:,} more")
-        raise ValueError("invalid event: " + "; ".join(shown))
+        raise ValueError("invalid event: " + counted(problems, len(problems)))
     correlation = correlation_text(parsed.execution_id)
     if correlation is None and event.get("source") == "aws.events":
         correlation = correlation_text(event.get("id")) if event.get("id") else None

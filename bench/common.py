@@ -15,7 +15,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,23 +128,29 @@ def enqueue_noops(conn: psycopg.Connection[Any], n: int, batch: int = 10_000,
         enqueue_many(conn, [{"kind": kind}] * min(batch, n - start))
 
 
+@contextmanager
+def checkout_at(rev: str, tree: Path) -> Iterator[Path]:
+    """This repository at `rev`, checked out at `tree` while the block runs."""
+    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
+                       capture_output=True)
+
+
 def install_before(rev: str, into: Path) -> str:
     """awc at `rev`, laid out as its wheel installs it (tick/, with the
     repository's migrations/ and handlers/ inside: docs/decisions/0008) in a
     directory of its own."""
     import shutil
 
-    tree = into / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
-                   check=True, capture_output=True)
-    try:
+    with checkout_at(rev, into / "tree") as tree:
         site = into / "site"
         shutil.copytree(tree / "tick", site / "tick")
         shutil.copytree(tree / "migrations", site / "tick" / "migrations")
         shutil.copytree(tree / "handlers", site / "tick" / "handlers")
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
-                       capture_output=True)
     return str(site)
 
 

@@ -25,7 +25,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, bench_url, machine, median, report, reset, timed_process
+from bench.common import (
+    ROOT,
+    bench_url,
+    checkout_at,
+    machine,
+    median,
+    report,
+    reset,
+    timed_process,
+)
 from tick.db import connect
 
 HEAVY = ("tick.cli", "tick.settings", "pydantic", "psycopg", "click", "tick.engine.api",
@@ -42,10 +51,11 @@ def env_for(url: str) -> dict[str, str]:
 
 
 def once(env: dict[str, str], command: list[str] | None = None, cwd: Path = ROOT) -> float:
-    took, code = timed_process(command or [sys.executable, "-m", "tick.cli", "tick"], env=env,
-                               cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = command or [sys.executable, "-m", "tick.cli", "tick"]
+    took, code = timed_process(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     if code != 0:
-        raise SystemExit(f"awc tick failed with exit {code}")
+        raise SystemExit(f"{' '.join(argv[1:])} failed with exit {code}")
     return took
 
 
@@ -82,14 +92,8 @@ def before_tick(rev: str, scratch: Path, env: dict[str, str]) -> tuple[list[str]
     """`awc tick` of a wheel of awc at `rev`, and its environment: a
     database of its own, migrated by that awc (a newer schema it would
     refuse)."""
-    tree = scratch / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), rev], cwd=ROOT,
-                   check=True, capture_output=True)
-    try:
+    with checkout_at(rev, scratch / "tree") as tree:
         python = wheel_venv(scratch, tree)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT,
-                       capture_output=True)
     url = bench_url(database="awc_bench_before_empty_tick")
     awc = str(Path(python).parent / "awc")
     subprocess.run([awc, "migrate"], env={**env, "DATABASE_URL": url}, cwd=scratch, check=True,
@@ -127,8 +131,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if before is not None:
                 earlier.append(once(before[1], before[0], cwd))
             # The reference: the interpreter importing the driver every tick needs.
-            floors.append(_time([python, "-c", "import psycopg"], env, cwd))
-            bare.append(_time([python, "-c", "pass"], env, cwd))
+            floors.append(once(env, [python, "-c", "import psycopg"], cwd))
+            bare.append(once(env, [python, "-c", "pass"], cwd))
         figures = {
             "empty_tick_s": round(median(runs), 3),
             "runs_s": [round(r, 3) for r in runs],
@@ -147,13 +151,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "this checkout" if args.checkout
                 else "a wheel of this checkout installed in a venv of its own")})
     return figures
-
-
-def _time(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
-    took, code = timed_process(argv, env=env, cwd=cwd)
-    if code != 0:
-        raise SystemExit(f"{argv[1:]} failed with exit {code}")
-    return took
 
 
 if __name__ == "__main__":

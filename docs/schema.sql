@@ -462,16 +462,28 @@ BEGIN
     IF coalesce(cardinality(parents), 0) = 0 THEN
         RETURN 0;
     END IF;
-    -- Each child counted down once, by how many of its parents completed.
-    SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id),
-           max(c.n)
-    INTO kids, counts, most
-    FROM (SELECT e.child_id, count(*)::integer AS n
-          FROM awc.job_parents AS e
-          WHERE e.parent_id = ANY (parents)
-          GROUP BY e.child_id) AS c;
-    IF kids IS NULL THEN
-        RETURN 0;
+    IF cardinality(parents) = 1 THEN
+        -- One parent (a fan-out's, a chain's link, a tick's one outcome):
+        -- each of its children once, in id order as job_parents_parent_idx
+        -- holds them, with no grouping or sort (migration 0036).
+        kids := ARRAY(SELECT e.child_id FROM awc.job_parents AS e
+                      WHERE e.parent_id = parents[1] ORDER BY e.child_id);
+        most := 1;
+        IF cardinality(kids) = 0 THEN
+            RETURN 0;
+        END IF;
+    ELSE
+        -- Each child counted down once, by how many of its parents completed.
+        SELECT array_agg(c.child_id ORDER BY c.child_id), array_agg(c.n ORDER BY c.child_id),
+               max(c.n)
+        INTO kids, counts, most
+        FROM (SELECT e.child_id, count(*)::integer AS n
+              FROM awc.job_parents AS e
+              WHERE e.parent_id = ANY (parents)
+              GROUP BY e.child_id) AS c;
+        IF kids IS NULL THEN
+            RETURN 0;
+        END IF;
     END IF;
     -- A RUNNING child counts too: an operator's retry of its parent raised
     -- its count while it ran (awc.revive_descendants, migration 0032).

@@ -182,6 +182,20 @@ def before_url(site: str, name: str, admin: str | None = None) -> str:
     return url
 
 
+def fresh_database(admin: str, name: str) -> str:
+    """A fresh database `name` on `admin`'s server, migrated by this checkout."""
+    from tick.db import connect
+    from tick.migrate import migrate
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    url = make_conninfo(admin, dbname=name)
+    with connect(url) as conn:
+        migrate(conn)
+    return url
+
+
 def site_env(site: str | None, env: dict[str, str]) -> dict[str, str]:
     """`env` for a Python process that imports awc from `site` (None: this
     checkout), then this checkout (bench.kinds). PYTHONSAFEPATH: `python -c`

@@ -139,6 +139,28 @@ def test_children_counted_by_several_parents_of_one_completion_count_each_once(
     assert [waiting[i] for i in ids[3:]] == [0, 0, 1, 1]
 
 
+def test_one_parents_completion_counts_each_of_its_children_down_once(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The settle's one-parent path (migration 0036: the children straight
+    from job_parents_parent_idx, no grouping): each child of the completed
+    parent is counted down once, whatever its other parents and in whatever
+    order they were named; a child no longer PENDING or RUNNING is left."""
+    ids = enqueue_many(conn, [{"kind": "noop"}, {"kind": "noop"},
+                              {"kind": "noop", "after": ["#0"]},
+                              {"kind": "noop", "after": ["#0", "#1"]},
+                              {"kind": "noop", "after": ["#1", "#0", "#0"]},
+                              {"kind": "noop", "after": ["#0"]},
+                              {"kind": "noop", "after": ["#1"]}])
+    conn.execute("UPDATE awc.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = %s",
+                 (ids[5],))
+    record(conn, "complete_jobs", ids[:1], {"results": [None]})
+    rows = {i: (state, waiting) for i, state, waiting in conn.execute(
+        "SELECT id, state, waiting FROM awc.jobs WHERE id = ANY(%s)", (ids[2:],)).fetchall()}
+    assert [rows[i] for i in ids[2:]] == [("PENDING", 0), ("PENDING", 1), ("PENDING", 1),
+                                         ("CANCELLED", 1), ("PENDING", 1)]
+
+
 def test_a_child_released_behind_a_claimers_cursor_is_claimed_next(
     conn: psycopg.Connection[Any],
 ) -> None:

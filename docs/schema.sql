@@ -230,6 +230,45 @@ CREATE TRIGGER jobs_count_waiting BEFORE UPDATE OF state ON awc.jobs
 -- level. Every row by key. `counted`: the caller counts the first level's
 -- children itself afterwards (recount_waiting.sql), so they are not raised
 -- here, once a child per revived parent.
+-- An operator's retry locks the parents not final of what it revives, by
+-- key (migration 0037).
+CREATE FUNCTION awc.lock_revived_parents(ids bigint[]) RETURNS SETOF bigint
+    LANGUAGE sql
+    SET enable_seqscan = off SET enable_bitmapscan = off
+    SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
+    AS $$
+WITH RECURSIVE revived AS (
+    -- The jobs asked for, and the cancelled jobs below them.
+    SELECT x.id FROM unnest(ids) AS x (id)
+    UNION
+    SELECT c.id
+    FROM revived AS r,
+         LATERAL (SELECT e.child_id FROM awc.job_parents AS e
+                  WHERE e.parent_id = r.id OFFSET 0) AS e,
+         LATERAL (SELECT c.id FROM ONLY awc.jobs AS c
+                  WHERE c.id = e.child_id
+                    AND c.state || '' = 'CANCELLED'  -- by key, never the finished jobs' index
+                  OFFSET 0) AS c
+), counted AS (
+    -- And their children, which the retry counts again.
+    SELECT r.id FROM revived AS r
+    UNION
+    SELECT e.child_id
+    FROM revived AS r,
+         LATERAL (SELECT e.child_id FROM awc.job_parents AS e
+                  WHERE e.parent_id = r.id OFFSET 0) AS e
+)
+SELECT p.id
+FROM ONLY awc.jobs AS p
+WHERE p.id = ANY (ARRAY(SELECT DISTINCT e.parent_id
+                        FROM counted AS k,
+                             LATERAL (SELECT e.parent_id FROM awc.job_parents AS e
+                                      WHERE e.child_id = k.id OFFSET 0) AS e))
+  AND p.state IN ('PENDING', 'RUNNING')
+ORDER BY p.id
+FOR SHARE OF p
+$$;
+
 CREATE FUNCTION awc.revive_descendants(revived bigint[], counted boolean DEFAULT false)
     RETURNS void
     LANGUAGE plpgsql

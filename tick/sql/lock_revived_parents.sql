@@ -16,23 +16,6 @@
 -- statement, not across its statements): PostgreSQL then ends one of the
 -- two, and the caller runs its transaction again (tick.bulk.in_transaction).
 -- A claim passes a parent so locked by (SKIP LOCKED).
-WITH RECURSIVE revived AS (
-    SELECT x.id FROM unnest(%(ids)s::bigint[]) AS x (id)
-    UNION
-    SELECT e.child_id
-    FROM revived AS r
-    JOIN awc.job_parents AS e ON e.parent_id = r.id
-    JOIN ONLY awc.jobs AS c ON c.id = e.child_id
-    WHERE c.state || '' = 'CANCELLED'  -- by key, never the finished jobs' index
-), counted AS (
-    SELECT r.id FROM revived AS r
-    UNION
-    SELECT e.child_id FROM awc.job_parents AS e WHERE e.parent_id IN (SELECT id FROM revived)
-)
-SELECT p.id
-FROM ONLY awc.jobs AS p
-WHERE p.id = ANY (ARRAY(SELECT DISTINCT e.parent_id FROM awc.job_parents AS e
-                        WHERE e.child_id IN (SELECT id FROM counted)))
-  AND p.state IN ('PENDING', 'RUNNING')
-ORDER BY p.id
-FOR SHARE OF p
+-- The walk is awc.lock_revived_parents' (migration 0037), which plans it
+-- by key whatever the table's statistics.
+SELECT awc.lock_revived_parents(%(ids)s::bigint[]) AS id

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, building_the_checkout
 
 CRON = ROOT / "cron"
 
@@ -203,9 +203,10 @@ def test_build_script_makes_an_arm64_zip(tmp_path: Path) -> None:
     (app / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "myapp"\nversion = "1.0"\n[tool.setuptools]\npackages = ["myapp"]\n')
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "build_lambda.sh"), str(out), str(app)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=540,
-                          env={**os.environ, "BUILD_DIR": str(tmp_path / "build")})
+    with building_the_checkout():  # pip builds the checkout in place
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "build_lambda.sh"), str(out),
+                               str(app)], cwd=ROOT, capture_output=True, text=True, timeout=540,
+                              env={**os.environ, "BUILD_DIR": str(tmp_path / "build")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     names = zipfile.ZipFile(out).namelist()
     assert "tick/drivers/aws_lambda.py" in names and "tick/migrations/0001_jobs.sql" in names
@@ -223,9 +224,10 @@ def test_the_host_install_script_lays_out_every_file(tmp_path: Path, mode: str) 
     # scratch root. pip installs awc without its dependencies here (this
     # test is about the layout; the suite runs awc itself everywhere else).
     root = tmp_path / "root"
-    done = subprocess.run(["sh", str(CRON / "install-host.sh"), mode, str(ROOT)],
-                          env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
-                          capture_output=True, text=True, timeout=280)
+    with building_the_checkout():  # pip builds the checkout in place
+        done = subprocess.run(["sh", str(CRON / "install-host.sh"), mode, str(ROOT)],
+                              env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
+                              capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (root / "usr/local/bin/awc").is_symlink()
     assert os.readlink(root / "usr/local/bin/awc") == "/opt/awc/bin/awc"
@@ -258,9 +260,10 @@ def test_the_host_install_script_lays_out_every_file(tmp_path: Path, mode: str) 
     driver.write_text(driver.read_text() + "# changed by the operator\n")
     untouched = root / "etc/systemd/system/awc-loop.service"
     # The default package (no second argument) is the checkout the script is in.
-    again = subprocess.run(["sh", str(CRON / "install-host.sh"), mode],
-                           env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
-                           capture_output=True, text=True, timeout=280)
+    with building_the_checkout():  # pip builds the checkout in place
+        again = subprocess.run(["sh", str(CRON / "install-host.sh"), mode],
+                               env={**os.environ, "DESTDIR": str(root), "PIP_ARGS": "--no-deps"},
+                               capture_output=True, text=True, timeout=280)
     assert again.returncode == 0, again.stderr[-2000:]
     assert settings.read_text() == "AWC_CAS_URL=s3://the-operators-bucket/awc\n"
     assert (root / "etc/awc/database-url").read_text() == "postgresql://awc@db/awc\n"

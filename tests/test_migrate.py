@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import ROOT, awc_command, job_row, run_awc
+from tests.support import ROOT, awc_command, building_the_checkout, job_row, run_awc
 from tick.db import connect
 from tick.errors import MigrationError
 from tick.migrate import migrate, shipped
@@ -113,9 +113,10 @@ def test_concurrent_processes_migrate_an_empty_database_once(empty_db_url: str) 
 @pytest.mark.timeout(300)
 def test_a_non_editable_install_can_migrate(tmp_path: Path, empty_db_url: str) -> None:
     """SPEC §1: the migrations ship inside the wheel, not beside the source."""
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
-         str(ROOT)], capture_output=True, text=True, timeout=240)
+    with building_the_checkout():  # pip builds the checkout in place
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+             str(ROOT)], capture_output=True, text=True, timeout=240)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("awc_worker-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

@@ -9,7 +9,9 @@ server of their own (bench.raw_loop), the peer bench's Graphile Worker beside
 awc (bench.peers), enqueue, the empty tick, the warm Lambda,
 latency, backlog, schedules, limits, checkpoints, concurrent ticks,
 retained finished rows, real handlers before and after, tracing's cost, the console's
-pages on 1M jobs, lease renewals, fairness across keys, and the drain and
+pages on 1M jobs, lease renewals, dependencies (a claim with children
+waiting, independent jobs before and after) and the graphs (fan-in,
+fan-out, a chain), fairness across keys, and the drain and
 a steady load under a pinned xmin horizon on a server of their own (each also prints its
 own section and writes bench/results/<name>.json). `--quick` uses smaller
 sizes and fewer runs, for a look rather than a figure. The benches that take

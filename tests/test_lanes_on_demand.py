@@ -117,8 +117,12 @@ def test_a_limit_set_while_a_loop_drains_holds_from_then_on(
     """An `awc loop` drains slow jobs without limits (no lanes sent), then
     `awc limits set kind:sleep --max-running 2`: sampled from the database
     until the queue is empty, never more than 2 running once the limit's
-    first claim has passed (the jobs already running finish)."""
-    enqueue_many(conn, [{"kind": "sleep", "payload": {"seconds": 0.05}} for _ in range(120)])
+    first claim has passed (the jobs already running finish). Forty more
+    jobs go in once the limit is set: on a busy machine the loop had
+    drained the first 120 before `awc limits set` returned, and there was
+    nothing left to sample."""
+    sleepy = [{"kind": "sleep", "payload": {"seconds": 0.05}}]
+    enqueue_many(conn, sleepy * 120)
     loop = spawn({**awc_env, "AWC_WORKER_CONCURRENCY": "8"}, "loop")
     try:
         wait_for(lambda: conn.execute("SELECT count(*) >= 30 FROM awc.jobs "
@@ -126,6 +130,7 @@ def test_a_limit_set_while_a_loop_drains_holds_from_then_on(
                  what="the drain to be under way")
         done = run_awc(awc_env, "limits", "set", "kind:sleep", "--max-running", "2")
         assert done.returncode == 0, done.stderr
+        enqueue_many(conn, sleepy * 40)
         # The jobs claimed before the limit finish within their 0.05 s.
         wait_for(lambda: conn.execute("SELECT count(*) <= 2 FROM awc.jobs "
                                       "WHERE state = 'RUNNING'").fetchone() == (True,),

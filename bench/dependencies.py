@@ -1,8 +1,7 @@
 """dependencies (SPEC §20, docs/decisions/0033): what dependencies cost.
 
-    python -m bench.dependencies [--children N] [--graph N] [--chain N] [--runs R]
-                                 [--before REV] [--no-before] [--database-url URL]
-                                 [--only PART[,PART]]
+    python -m bench.dependencies [--children N] [--runs R] [--before REV] [--no-before]
+                                 [--database-url URL] [--only claim|before]
 
 On a PostgreSQL of its own with initdb's defaults (autovacuum on), the one
 bench.horizon starts, unless --database-url names a server.
@@ -12,9 +11,6 @@ bench.horizon starts, unless --database-url names a server.
   statement touches and its time, medians over R claims of 64 slots, on the
   same 1,000 ready jobs. Waiting children are in no ready index: the two
   must be about equal.
-* The graphs of bench.graphs (fan-in, fan-out, a chain, each against as
-  many independent jobs; --only graphs runs them alone, as `python -m
-  bench.graphs` does).
 * Independent jobs now vs awc at REV (default: the commit before
   migrations/0016_dependencies.sql), 20,000 no-op jobs drained by one `awc
   tick`, interleaved (target >= 0.97).
@@ -40,7 +36,6 @@ from bench.common import (
     rev_before_adding,
 )
 from bench.drain import drain_fresh
-from bench.graphs import graph_figures
 from bench.horizon import cluster
 from tick.db import connect
 from tick.producer import enqueue, enqueue_many
@@ -48,7 +43,6 @@ from tick.queue import NO_CURSOR, new_nonce
 from tick.statements import sql
 
 BEFORE_DB = "awc_bench_before_dependencies"
-PARTS = ("claim", "graphs", "before")
 NOW_DB = "awc_bench_dependencies"  # its own: another checkout's awc_bench may be newer
 
 
@@ -91,19 +85,14 @@ def claim_cost(url: str, children: int, runs: int, waiting: bool) -> tuple[float
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--children", type=int, default=100_000)
-    parser.add_argument("--graph", type=int, default=10_000)
-    parser.add_argument("--chain", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", help="the commit to compare with")
     parser.add_argument("--no-before", action="store_true", help="skip the comparison with REV")
     parser.add_argument("--database-url", help="a server to use instead of starting one")
-    parser.add_argument("--only", metavar="PART[,PART]",
-                        help="run only these of claim, graphs, before (comma-separated)")
+    parser.add_argument("--only", choices=("claim", "before"),
+                        help="run one comparison (a look, not the figure)")
     args = parser.parse_args(argv)
-    unknown = sorted(set((args.only or "").split(",")) - set(PARTS) - {""})
-    if unknown:
-        parser.error(f"--only: unknown {', '.join(unknown)}")
     with cluster(args.database_url) as (admin, server):
         figures, context = measure(args, admin)
         context["server"] = server
@@ -113,15 +102,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def measure(args: argparse.Namespace, admin: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The figures of main(), on the server `admin` names."""
-    parts = set(args.only.split(",")) if args.only else set(PARTS)
+    parts = {args.only} if args.only else {"claim", "before"}
     url = fresh_database(admin, NOW_DB)
     figures: dict[str, Any] = {}
-    context: dict[str, Any] = {"children": args.children, "graph": args.graph,
-                               "chain": args.chain, "runs": args.runs}
+    context: dict[str, Any] = {"children": args.children, "runs": args.runs}
     if "claim" in parts:
         claim_figures(figures, url, args.children, args.runs)
-    if "graphs" in parts:
-        graph_figures(figures, url, args.graph, args.chain, args.runs)
     if "before" in parts and not args.no_before:
         rev = args.before or rev_before_adding("migrations/0016_dependencies.sql",
                                                "dependencies")

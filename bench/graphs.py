@@ -40,61 +40,58 @@ SHAPES = ("fan_in", "fan_out", "chain")
 DATABASE = "awc_bench_graphs"  # its own: another checkout's awc_bench may be newer
 
 
-def graph_jobs(shape: str, n: int) -> tuple[list[dict[str, Any]], int]:
+def graph_jobs(shape: str, n: int) -> list[dict[str, Any]]:
     """The jobs of a fan-in (n parents, one child), a fan-out (one parent, n
-    children), a chain of n, or n + 1 independent jobs (n for a chain's:
-    "chain_alone"); and how many."""
-    jobs: list[dict[str, Any]]
+    children) or a chain of n."""
     if shape == "fan_in":
-        jobs = [{"kind": "noop"} for _ in range(n)]
-        jobs.append({"kind": "noop", "after": [f"#{i}" for i in range(n)]})
-    elif shape == "fan_out":
-        jobs = [{"kind": "noop"}] + [{"kind": "noop", "after": ["#0"]} for _ in range(n)]
-    elif shape == "chain":
-        jobs = [{"kind": "noop"}] + [{"kind": "noop", "after": [f"#{i}"]} for i in range(n - 1)]
-    else:
-        jobs = [{"kind": "noop"} for _ in range(n + (0 if shape == "chain_alone" else 1))]
-    return jobs, len(jobs)
+        return [{"kind": "noop"} for _ in range(n)] + [
+            {"kind": "noop", "after": [f"#{i}" for i in range(n)]}]
+    if shape == "fan_out":
+        return [{"kind": "noop"}] + [{"kind": "noop", "after": ["#0"]} for _ in range(n)]
+    return [{"kind": "noop"}] + [{"kind": "noop", "after": [f"#{i}"]} for i in range(n - 1)]
 
 
-def drain_graph(url: str, shape: str, n: int, concurrency: int) -> tuple[float, float | None]:
-    """jobs/s draining the graph `shape` with one `awc tick`; for a fan-in,
-    the ms from the last parent's completion to the child's start."""
-    jobs, total = graph_jobs(shape, n)
+def drain(url: str, jobs: list[dict[str, Any]], concurrency: int) -> tuple[float, list[int]]:
+    """jobs/s draining `jobs`, enqueued on an emptied queue, with one `awc
+    tick`; and their ids."""
     with connect(url) as conn:
         reset(conn)
         ids = enqueue_many(conn, jobs)
-    rate = drain_prepared(url, total, concurrency)
-    latency = None
-    if shape == "fan_in":
-        with connect(url) as conn:
-            row = conn.execute(
-                "SELECT extract(epoch FROM c.started_at - max(p.finished_at)) * 1000 "
-                "FROM awc.jobs AS c, awc.jobs AS p WHERE c.id = %s AND p.id = ANY(%s) "
-                "GROUP BY c.started_at", (ids[-1], ids[:-1])).fetchone()
-        latency = None if row is None else float(row[0])
-    return rate, latency
+    return drain_prepared(url, len(jobs), concurrency), ids
+
+
+def fan_in_latency(url: str, ids: list[int]) -> float:
+    """ms from the last parent's completion to the child's start (the child
+    is the last of `ids`)."""
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM c.started_at - max(p.finished_at)) * 1000 "
+            "FROM awc.jobs AS c, awc.jobs AS p WHERE c.id = %s AND p.id = ANY(%s) "
+            "GROUP BY c.started_at", (ids[-1], ids[:-1])).fetchone()
+    assert row is not None
+    return float(row[0])
 
 
 def graph_figures(figures: dict[str, Any], url: str, size: int, chain: int, runs: int,
                   shapes: tuple[str, ...] = SHAPES) -> None:
-    """Each shape's figures into `figures`: R rounds, graph and independent
-    jobs in turns."""
+    """Each shape's figures into `figures`: R rounds, the graph and as many
+    independent jobs in turns."""
     for shape in shapes:
         n, slots = (chain, 1) if shape == "chain" else (size, 64)
-        alone_shape = "chain_alone" if shape == "chain" else "alone"
+        jobs = graph_jobs(shape, n)
+        independent = [{"kind": "noop"} for _ in jobs]
         graph: list[float] = []
         alone: list[float] = []
         latencies: list[float] = []
         for round_ in range(runs):
             for side in (("graph", "alone") if round_ % 2 == 0 else ("alone", "graph")):
-                if side == "graph":
-                    rate, latency = drain_graph(url, shape, n, slots)
-                    graph.append(rate)
-                    if latency is not None:
-                        latencies.append(latency)
-                else:
-                    alone.append(drain_graph(url, alone_shape, n, slots)[0])
+                if side == "alone":
+                    alone.append(drain(url, independent, slots)[0])
+                    continue
+                rate, ids = drain(url, jobs, slots)
+                graph.append(rate)
+                if shape == "fan_in":
+                    latencies.append(fan_in_latency(url, ids))
         rounds = [g / a for g, a in zip(graph, alone, strict=True)]
         figures[f"{shape}_jobs_per_s"] = round(median(graph))
         figures[f"{shape}_independent_jobs_per_s"] = round(median(alone))

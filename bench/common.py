@@ -171,11 +171,7 @@ def rev_before_adding(path: str, bench: str) -> str:
 def before_url(site: str, name: str, admin: str | None = None) -> str:
     """A fresh database `name` (on `admin`'s server, by default the bench's)
     migrated by the awc installed at `site`."""
-    admin = admin or server_url()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    url = make_conninfo(admin, dbname=name)
+    url = _new_database(admin or server_url(), name)
     subprocess.run([sys.executable, "-c", "import sys; from tick.db import connect; "
                     "from tick.migrate import migrate; migrate(connect(sys.argv[1]))", url],
                    env=site_env(site, {"PATH": "/usr/bin:/bin"}), check=True)
@@ -187,13 +183,19 @@ def fresh_database(admin: str, name: str) -> str:
     from tick.db import connect
     from tick.migrate import migrate
 
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    url = make_conninfo(admin, dbname=name)
+    url = _new_database(admin, name)
     with connect(url) as conn:
         migrate(conn)
     return url
+
+
+def _new_database(admin: str, name: str) -> str:
+    """An empty database `name` on `admin`'s server (one left by an earlier
+    run is dropped, its sessions ended); its URL."""
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    return make_conninfo(admin, dbname=name)
 
 
 def site_env(site: str | None, env: dict[str, str]) -> dict[str, str]:

@@ -35,7 +35,8 @@ def building_the_checkout() -> Iterator[None]:
     """Held by a test while pip builds this checkout in place: setuptools
     writes ROOT/build, and two workers building at once failed one of them
     ("File exists: build/bdist.linux-x86_64/wheel/awc_worker-...dist-info").
-    A lock file beside the system's temporary files, one per checkout."""
+    A lock file beside the system's temporary files, one per checkout; the
+    lock goes with the file's closing."""
     import fcntl
     import hashlib
     import tempfile
@@ -43,10 +44,7 @@ def building_the_checkout() -> Iterator[None]:
     tag = hashlib.sha256(str(ROOT).encode()).hexdigest()[:16]
     with open(Path(tempfile.gettempdir()) / f"awc-tests-build-{tag}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
 
 
 # -- databases -----------------------------------------------------------------------

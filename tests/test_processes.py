@@ -141,6 +141,37 @@ def test_a_burst_of_sigterms_stops_a_tick_and_a_loop_as_one_does(
         assert job_row(conn, job)["state"] == "PENDING"  # released, not left RUNNING
 
 
+def test_sigterms_until_the_process_is_gone_leave_its_clean_exit(
+    conn: psycopg.Connection[Any], awc_env: dict[str, str]
+) -> None:
+    """A stop's outcome is decided once the job is released: SIGTERMs that
+    keep coming while the process exits (the tail of a burst, a supervisor
+    that repeats itself) do not turn its exit 0 into death by the signal.
+    Python's finalization puts the default action back on a signal it
+    handles, and a late SIGTERM killed a process that had released its job
+    and said so (exit -15)."""
+    env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_POLL_INTERVAL_MS": "100"}
+    for command in (["loop"], ["tick", "--max-secs", "60"]) * 3:
+        conn.execute("DELETE FROM awc.jobs")
+        job = enqueue(conn, "patient", {"seconds": 60})
+        proc = spawn(env, *command)
+        wait_for(lambda j=job: job_row(conn, j)["state"] == "RUNNING", what="the job to start")
+        # Signalled until it has exited, as a zombie not yet reaped (so its
+        # pid cannot have gone to another process).
+        exited = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        deadline = time.monotonic() + 20
+        while os.waitid(os.P_PID, proc.pid, exited) is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"awc {command[0]} did not exit under SIGTERMs")
+            os.kill(proc.pid, signal.SIGTERM)
+            time.sleep(0.0005)
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err[-2000:]
+        assert "Traceback" not in err
+        assert job_row(conn, job)["state"] == "PENDING"
+
+
 def test_on_sigterm_a_handler_tells_a_stop_from_a_cancel(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:

@@ -374,7 +374,15 @@ def _exit(code: int) -> NoReturn:
     its report (SIGTERM did nothing: awc's handler only relays it), until
     cron's `timeout` killed it a minute later and the next run on the host
     was skipped. Such threads get a moment to end; then the exit functions
-    (a tracer's flush) run, the streams are flushed and the process ends."""
+    (a tracer's flush) run, the streams are flushed and the process ends.
+
+    The exit code is decided here, and a stop signalled from now on (the
+    tail of a burst `timeout` sends a process and its group) is ignored:
+    the interpreter's finalization puts the default action back on a signal
+    Python handles, and a late SIGTERM killed a process that had released
+    its jobs and said so (exit -15 for 0). One ignored stays ignored."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
     stray = [t for t in threading.enumerate()
              if not t.daemon and t is not threading.main_thread() and t.is_alive()]
     if stray:

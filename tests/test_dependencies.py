@@ -6,6 +6,7 @@ The races (concurrent ticks, a killed tick) are in test_dependency_races.py."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -471,3 +472,44 @@ def test_awc_wait_goes_on_through_a_lost_connection(
             proc.kill()
             proc.wait()
     assert (proc.returncode, out.strip(), err) == (0, f'{{"job": {job}}}', "")
+
+
+@pytest.mark.parametrize("size", [3, 200])  # one INSERT statement; a COPY
+def test_a_graph_goes_in_waiting_with_no_row_written_twice(
+        conn: psycopg.Connection[Any], size: int) -> None:
+    """A child goes in waiting and a parent marked as one: inserted ready
+    and then marked waiting, every child left an entry in each of the
+    claim's indexes, which every claim walked past until a vacuum, and its
+    enqueue wrote it twice. Only what the call cannot know before it inserts
+    is written again: an existing parent marked as one."""
+    done = enqueue(conn, "ok")
+    run_all(conn, registry_with(ok=ok))
+    live = enqueue(conn, "ok")
+    graph = ([{"kind": "ok"}] + [{"kind": "ok", "after": ["#0"]} for _ in range(size)]
+             + [{"kind": "ok", "after": [f"#{n}" for n in range(1, size + 1)],
+                 "on_parent_failure": "run"},
+                {"kind": "ok", "after": [done, live, f"#{size + 1}"]},
+                {"kind": "ok", "after": [done]},
+                # With its own run_at: a COPY's second part (tick.copy_in).
+                {"kind": "ok", "after": ["#0"], "on_parent_failure": "run",
+                 "run_at": datetime.now(UTC) - timedelta(seconds=1)}])
+    written = ("SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables "
+               "WHERE relid = 'awc.jobs'::regclass")
+    with conn.transaction():
+        before = conn.execute(written).fetchone()
+        ids = enqueue_many(conn, graph)
+        after = conn.execute(written).fetchone()
+    assert before is not None and after is not None
+    assert (after[0] - before[0], after[1] - before[1]) == (len(graph), 1)  # `live` marked
+    rows = {r[0]: r[1:] for r in conn.execute(
+        "SELECT id, waiting, has_children, on_parent_failure FROM awc.jobs "
+        "WHERE id = ANY(%s)", (ids,)).fetchall()}
+    fan_in, after_both, after_done, timed = ids[-4:]
+    assert rows[ids[0]] == (0, True, "cancel")
+    assert {rows[i] for i in ids[1:size + 1]} == {(1, True, "cancel")}
+    assert rows[fan_in] == (size, True, "run")
+    assert rows[after_both] == (2, False, "cancel")  # `done` was final at enqueue
+    assert rows[after_done] == (0, False, "cancel")
+    assert rows[timed] == (1, False, "run")
+    run_all(conn, registry_with(ok=ok))
+    assert set(states(conn, ids)) == {"COMPLETED"}

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from tick.errors import EnqueueError
 from tick.statements import sql
-from tick.words import JOB_STATES
+from tick.words import JOB_STATES, LIVE_STATES
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tick.copy_in import GraphMark
 
 MAX_PARENTS = 10_000  # distinct parents of one job (SPEC §20)
 POLICIES = ("cancel", "run")
@@ -85,7 +87,7 @@ def wants_parents(jobs: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
-                  insert: Callable[[list[dict[str, Any]]], list[int]],
+                  insert: Callable[[list[dict[str, Any]], list[GraphMark]], list[int]],
                   *, single: bool = False) -> list[int]:
     """Enqueue `jobs` with their dependencies: every field checked first,
     the existing parents locked (a missing one refuses the call with nothing
@@ -103,7 +105,7 @@ def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any
 
 
 def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
-                   insert: Callable[[list[dict[str, Any]]], list[int]],
+                   insert: Callable[[list[dict[str, Any]], list[GraphMark]], list[int]],
                    single: bool) -> list[int]:
     def prefix(n: int) -> str:
         return "" if single else f"job {n}: "
@@ -120,8 +122,10 @@ def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, An
         plain.append({k: v for k, v in job.items() if k not in DEPENDENCY_FIELDS})
         wanted.append((after, policy))
     existing = sorted({p for after, _ in wanted for p in after if isinstance(p, int)})
+    states: dict[int, str] = {}
     if existing:
-        found = _lock_parents(conn, existing)
+        states = _lock_parents(conn, existing)
+        found = set(states)
         if len(found) < len(existing):  # refused, nothing locked: name the parent
             present = {int(row[0]) for row in conn.execute(
                 sql("listed_jobs"), {"ids": existing, "states": list(JOB_STATES)})}
@@ -132,7 +136,7 @@ def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, An
                     for parent in after:
                         if isinstance(parent, int) and parent not in have:
                             raise EnqueueError(prefix(n) + "after", f"names job {parent}, {why}")
-    ids = insert(plain)
+    ids = insert(plain, _marks(wanted, states))
     # A "#N" whose job carries a dedupe key may be a live job another
     # process holds (the key's holder, returned instead of a new row): it is
     # locked as a parent named by id is, or a tick completing it before this
@@ -162,13 +166,30 @@ def _enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, An
     return ids
 
 
-def _lock_parents(conn: psycopg.Connection[Any], ids: list[int]) -> set[int]:
+def _lock_parents(conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, str]:
     """Lock the parents `ids`, in id order, until the producer commits; the
-    ids locked. None is locked unless all exist (a refused call keeps no
-    lock). A parent completed while the lock waited is read again, once, in
-    its finished part by a fresh statement."""
-    found = {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": ids})}
+    ids locked, with their states. None is locked unless all exist (a
+    refused call keeps no lock). A parent completed while the lock waited is
+    read again, once, in its finished part by a fresh statement."""
+    found = {int(row[0]): str(row[1])
+             for row in conn.execute(sql("lock_parents"), {"ids": ids})}
     moved = [p for p in ids if p not in found]
     if moved:
-        found |= {int(row[0]) for row in conn.execute(sql("lock_parents"), {"ids": moved})}
+        found.update((int(row[0]), str(row[1]))
+                     for row in conn.execute(sql("lock_parents"), {"ids": moved}))
     return found
+
+
+def _marks(wanted: Sequence[tuple[list[Parent], str | None]],
+           states: Mapping[int, str]) -> list[GraphMark]:
+    """Each job's graph mark as it is inserted: the parents it waits for
+    (its earlier jobs of the call, and the existing ones not final as they
+    were locked), whether a later job of the call names it, its policy. So a
+    child goes in waiting and a parent marked, as declare_parents.sql would
+    leave them, and that statement rewrites no row of the call (it still
+    does where the guess is wrong: a "#N" that is a dedupe hit named by id as
+    well)."""
+    named = {p[1] for after, _ in wanted for p in after if not isinstance(p, int)}
+    return [(sum(1 for p in after if not isinstance(p, int) or states.get(p) in LIVE_STATES),
+             n in named, (policy or "cancel") if after else "cancel")
+            for n, (after, policy) in enumerate(wanted)]

@@ -19,6 +19,8 @@ from tick.timeouts import timeout_refusal
 if TYPE_CHECKING:
     import psycopg
 
+    from tick.copy_in import GraphMark
+
 ENQUEUE_FIELDS = frozenset(
     {"kind", "payload", "max_attempts", "run_at", "priority", "queue", "dedupe_key",
      "timeout_secs", "after", "on_parent_failure",  # after, on_parent_failure: SPEC §20
@@ -171,7 +173,7 @@ def enqueue(
             job["on_parent_failure"] = on_parent_failure
         check_job(kind, payload, max_attempts=max_attempts, run_at=run_at, priority=priority,
                   queue=queue, dedupe_key=dedupe_key, timeout_secs=timeout_secs, key=key)
-        return enqueue_graph(conn, [job], lambda plain: enqueue_many(conn, plain),
+        return enqueue_graph(conn, [job], lambda plain, marks: _insert_jobs(conn, plain, marks),
                              single=True)[0]
     params = {
         "kind": kind,
@@ -226,7 +228,17 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         from tick.parents import enqueue_graph
 
         _check_fields(batch)  # every field, before a parent is locked
-        return enqueue_graph(conn, batch, lambda plain: enqueue_many(conn, plain))
+        return enqueue_graph(conn, batch, lambda plain, marks: _insert_jobs(conn, plain, marks))
+    return _insert_jobs(conn, batch)
+
+
+def _insert_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
+                 marks: list[GraphMark] | None = None) -> list[int]:
+    """Insert the jobs of `batch` (no dependency fields), each with its
+    graph mark when `marks` is given: a child goes in waiting, in none of
+    the claim's indexes (inserted ready and then marked waiting, it left an
+    entry in each that every claim walked past until a vacuum)."""
+    batch = list(jobs)
     traces = _traces(batch)
     if len(batch) >= COPY_THRESHOLD and not any(job.get("dedupe_key") for job in batch):
         from tick.copy_in import copy_many
@@ -234,8 +246,8 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
         # Checked as the rows stream: the server ingests a chunk while the
         # next is checked (decision 0006); a refusal ends the COPY in a
         # savepoint, so the caller's transaction is as it was.
-        return copy_many(conn, batch, traces, FieldCheck())
-    return _insert_many(conn, batch, traces, _check_fields(batch))
+        return copy_many(conn, batch, traces, FieldCheck(), marks)
+    return _insert_many(conn, batch, traces, _check_fields(batch), marks)
 
 
 class FieldCheck:
@@ -333,7 +345,8 @@ def _traces(batch: list[Mapping[str, Any]]) -> list[str | None] | None:
 
 
 def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
-                 traces: list[str | None] | None, payloads: list[str]) -> list[int]:
+                 traces: list[str | None] | None, payloads: list[str],
+                 marks: list[GraphMark] | None = None) -> list[int]:
     """INSERT the jobs in one statement, dedupe keys and all."""
     columns: dict[str, list[Any]] = {
         "kinds": [], "payloads": payloads, "max_attempts": [], "run_ats": [],
@@ -349,7 +362,11 @@ def _insert_many(conn: psycopg.Connection[Any], batch: list[Mapping[str, Any]],
         columns["dedupe_keys"].append(job.get("dedupe_key"))
         columns["timeouts"].append(job.get("timeout_secs"))
         columns["keys"].append(job.get("key"))
-    rows = conn.execute(sql("enqueue_jobs"), columns).fetchall()
+    # No marks: no graph (the statement's unnest pads a missing array with nulls).
+    graph = {"waiting": None, "has_children": None, "policies": None} if marks is None else {
+        "waiting": [m[0] for m in marks], "has_children": [m[1] for m in marks],
+        "policies": [m[2] for m in marks]}
+    rows = conn.execute(sql("enqueue_jobs"), {**columns, **graph}).fetchall()
     return _ids_in_input_order(conn, columns["dedupe_keys"], rows)
 
 

@@ -24,18 +24,20 @@ WITH edge AS (
     FROM edge AS e JOIN awc.jobs AS p ON p.id = e.parent
     GROUP BY e.child
 ), item AS (
-    SELECT i.id, i.policy
+    -- Whether each child is a parent too: one hashed lookup, not a walk of
+    -- the edges per child.
+    SELECT i.id, i.policy, i.id IN (SELECT parent FROM edge) AS parent
     FROM unnest(%(ids)s::bigint[], %(policies)s::text[]) AS i (id, policy)
 ), target AS (
-    SELECT i.id, i.policy, t.waiting, t.failed
+    SELECT i.id, i.policy, i.parent, t.waiting, t.failed
     FROM item AS i LEFT JOIN tally AS t ON t.child = i.id
     UNION ALL
-    SELECT DISTINCT e.parent, NULL, NULL::bigint, NULL
+    SELECT DISTINCT e.parent, NULL, true, NULL::bigint, NULL
     FROM edge AS e
     WHERE e.parent NOT IN (SELECT id FROM item)
 ), marked AS (
     UPDATE awc.jobs AS j
-    SET has_children = j.has_children OR EXISTS (SELECT 1 FROM edge WHERE edge.parent = j.id),
+    SET has_children = j.has_children OR t.parent,
         on_parent_failure = coalesce(t.policy, j.on_parent_failure),
         waiting = CASE WHEN t.policy IS NULL THEN j.waiting ELSE coalesce(t.waiting, 0) END,
         state = CASE WHEN t.policy = 'cancel' AND t.failed IS NOT NULL THEN 'CANCELLED'
@@ -45,7 +47,16 @@ WITH edge AS (
         finished_at = CASE WHEN t.policy = 'cancel' AND t.failed IS NOT NULL THEN now()
                            ELSE j.finished_at END
     FROM target AS t
-    WHERE j.id = t.id AND (t.policy IS NOT NULL OR NOT j.has_children)
+    WHERE j.id = t.id
+      -- Only a row this changes: the producer inserted the call's jobs
+      -- waiting and marked as it expected them (tick/parents.py), and an
+      -- update that changes nothing still wrote each row again, with an
+      -- entry in every index.
+      AND CASE WHEN t.policy IS NULL THEN NOT j.has_children
+               ELSE j.waiting IS DISTINCT FROM coalesce(t.waiting, 0)
+                    OR j.on_parent_failure IS DISTINCT FROM t.policy
+                    OR (t.policy = 'cancel' AND t.failed IS NOT NULL)
+                    OR (t.parent AND NOT j.has_children) END
     RETURNING j.id
 )
 SELECT count(*) FROM marked

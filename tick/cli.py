@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -24,7 +24,7 @@ from tick.cli_limits import limits_group
 from tick.cli_queue import COMMANDS as QUEUE_COMMANDS
 from tick.cli_queue import NAME, echo_json
 from tick.cli_schedules import schedules_group
-from tick.cli_types import AwcGroup, Interrupted, Whole, standard_streams
+from tick.cli_types import AwcGroup, Interrupted, Whole, exit_process, standard_streams
 from tick.cli_ui import ui_command
 from tick.errors import AwcError, FieldError
 from tick.settings import COUNT_MAX, MAX_CONCURRENCY, WEEK, Settings, load_settings
@@ -351,56 +351,14 @@ def main(argv: list[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="awc", standalone_mode=False)
     except click.ClickException as error:
         error.show()
-        _exit(error.exit_code)
+        exit_process(error.exit_code)
     except click.exceptions.Abort:
         click.echo("awc: aborted", err=True)
-        _exit(1)
+        exit_process(1)
     except (Exception, KeyboardInterrupt) as error:
         click.echo(f"awc: {failure(error)}", err=True)
-        _exit(1)
-    _exit(code if isinstance(code, int) else 0)
-
-
-# How long the threads a handler started and left running may take to end
-# once the command is done, seconds.
-STRAY_THREADS_SECS = 1.0
-
-
-def _exit(code: int) -> NoReturn:
-    """Exit with `code`, whatever threads a handler left running.
-
-    The interpreter's exit joins every non-daemon thread, and awc starts
-    none: a handler's thread that never ended kept `awc tick` alive after
-    its report (SIGTERM did nothing: awc's handler only relays it), until
-    cron's `timeout` killed it a minute later and the next run on the host
-    was skipped. Such threads get a moment to end; then the exit functions
-    (a tracer's flush) run, the streams are flushed and the process ends.
-
-    The exit code is decided here, and a stop signalled from now on (the
-    tail of a burst `timeout` sends a process and its group) is ignored:
-    the interpreter's finalization puts the default action back on a signal
-    Python handles, and a late SIGTERM killed a process that had released
-    its jobs and said so (exit -15 for 0). One ignored stays ignored."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_IGN)
-    stray = [t for t in threading.enumerate()
-             if not t.daemon and t is not threading.main_thread() and t.is_alive()]
-    if stray:
-        import time
-
-        until = time.monotonic() + STRAY_THREADS_SECS
-        for thread in stray:
-            thread.join(max(0.0, until - time.monotonic()))
-        if any(t.is_alive() for t in stray):
-            import atexit
-            import contextlib
-
-            getattr(atexit, "_run_exitfuncs", lambda: None)()
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError, AttributeError):  # gone, closed,
-                    stream.flush()  # or None (the process started without it)
-            os._exit(code)
-    sys.exit(code)
+        exit_process(1)
+    exit_process(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

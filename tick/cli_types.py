@@ -7,17 +7,20 @@ and surrounding spaces: `awc enqueue --after` with that digit made a job
 wait for job 1. And its refusal quotes the argument back, 5,000 digits and
 all. A whole number here is ASCII digits with an optional leading `-`,
 within the option's range, and a refusal quotes nothing of it. And the
-command group, whose ^C ends a command with one `awc:` line, and the
-standard output a process started without.
+command group, whose ^C ends a command with one `awc:` line, the
+standard output a process started without, and the process's exit.
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import os
 import re
+import signal
+import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -81,8 +84,6 @@ class AwcGroup(click.Group):
     stop in its place once they run."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        import signal
-
         if threading.current_thread() is threading.main_thread():  # as signal requires
             signal.signal(signal.SIGTERM, _terminated)
         try:
@@ -112,10 +113,49 @@ def standard_streams() -> None:
     command's result is lost otherwise); standard error takes the events
     nowhere, and the work goes on (every event write failed, and `awc tick`
     with a job exited 1 saying nothing)."""
-    import os
-    import sys
-
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's, for its life)
     if sys.stdout is None:
         sys.stdout = ClosedOutput()
+
+
+# How long the threads a handler started and left running may take to end
+# once the command is done, seconds.
+STRAY_THREADS_SECS = 1.0
+
+
+def exit_process(code: int) -> NoReturn:
+    """Exit with `code`, whatever threads a handler left running.
+
+    The interpreter's exit joins every non-daemon thread, and awc starts
+    none: a handler's thread that never ended kept `awc tick` alive after
+    its report (SIGTERM did nothing: awc's handler only relays it), until
+    cron's `timeout` killed it a minute later and the next run on the host
+    was skipped. Such threads get a moment to end; then the exit functions
+    (a tracer's flush) run, the streams are flushed and the process ends.
+
+    The exit code is decided here, and a stop signalled from now on (the
+    tail of a burst `timeout` sends a process and its group) is ignored:
+    the interpreter's finalization puts the default action back on a signal
+    Python handles, and a late SIGTERM killed a process that had released
+    its jobs and said so (exit -15 for 0). One ignored stays ignored."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    stray = [t for t in threading.enumerate()
+             if not t.daemon and t is not threading.main_thread() and t.is_alive()]
+    if stray:
+        import time
+
+        until = time.monotonic() + STRAY_THREADS_SECS
+        for thread in stray:
+            thread.join(max(0.0, until - time.monotonic()))
+        if any(t.is_alive() for t in stray):
+            import atexit
+            import contextlib
+
+            getattr(atexit, "_run_exitfuncs", lambda: None)()
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError, AttributeError):  # gone, closed,
+                    stream.flush()  # or None (the process started without it)
+            os._exit(code)
+    sys.exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,18 @@ def test_sigterm_finishes_running_jobs_and_releases_the_rest(
     assert (job_row(conn, never)["state"], job_row(conn, never)["attempts"]) == ("PENDING", 0)
 
 
+def running_a_patient_job(conn: psycopg.Connection[Any], awc_env: dict[str, str],
+                          command: list[str]) -> tuple[subprocess.Popen[str], int]:
+    """`awc COMMAND` started with one job that stops when cancelled, once
+    the job runs: the process and the job."""
+    env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_POLL_INTERVAL_MS": "100"}
+    conn.execute("DELETE FROM awc.jobs")
+    job = enqueue(conn, "patient", {"seconds": 60})
+    proc = spawn(env, *command)
+    wait_for(lambda: job_row(conn, job)["state"] == "RUNNING", what="the job to start")
+    return proc, job
+
+
 def test_a_burst_of_sigterms_stops_a_tick_and_a_loop_as_one_does(
     conn: psycopg.Connection[Any], awc_env: dict[str, str]
 ) -> None:
@@ -123,12 +136,8 @@ def test_a_burst_of_sigterms_stops_a_tick_and_a_loop_as_one_does(
     handled inside the first one's `Event.set` waited on the lock its own
     frame held: about one run in three hung for good (its job left
     RUNNING). Five rounds of each driver, 300 signals each."""
-    env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_POLL_INTERVAL_MS": "100"}
     for command in (["loop"], ["tick", "--max-secs", "60"]) * 5:
-        conn.execute("DELETE FROM awc.jobs")
-        job = enqueue(conn, "patient", {"seconds": 60})
-        proc = spawn(env, *command)
-        wait_for(lambda j=job: job_row(conn, j)["state"] == "RUNNING", what="the job to start")
+        proc, job = running_a_patient_job(conn, awc_env, command)
         for _ in range(300):
             os.kill(proc.pid, signal.SIGTERM)
         try:
@@ -150,12 +159,8 @@ def test_sigterms_until_the_process_is_gone_leave_its_clean_exit(
     Python's finalization puts the default action back on a signal it
     handles, and a late SIGTERM killed a process that had released its job
     and said so (exit -15)."""
-    env = {**awc_env, "AWC_STOP_GRACE_SECS": "2", "AWC_WORKER_POLL_INTERVAL_MS": "100"}
     for command in (["loop"], ["tick", "--max-secs", "60"]) * 3:
-        conn.execute("DELETE FROM awc.jobs")
-        job = enqueue(conn, "patient", {"seconds": 60})
-        proc = spawn(env, *command)
-        wait_for(lambda j=job: job_row(conn, j)["state"] == "RUNNING", what="the job to start")
+        proc, job = running_a_patient_job(conn, awc_env, command)
         # Signalled until it has exited, as a zombie not yet reaped (so its
         # pid cannot have gone to another process).
         exited = os.WEXITED | os.WNOHANG | os.WNOWAIT

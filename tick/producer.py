@@ -234,7 +234,7 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[Mapping[str, Any]
 
 def _insert_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any]],
                  marks: list[GraphMark] | None = None) -> list[int]:
-    """Insert the jobs of `batch` (no dependency fields), each with its
+    """Insert `jobs` (no dependency fields left in them), each with its
     graph mark when `marks` is given: a child goes in waiting, in none of
     the claim's indexes (inserted ready and then marked waiting, it left an
     entry in each that every claim walked past until a vacuum)."""

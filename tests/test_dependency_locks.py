@@ -125,6 +125,21 @@ def test_a_parent_named_by_reference_that_is_a_dedupe_hit_is_locked(
     assert job_row(conn, ids[1])["waiting"] == 1
 
 
+def test_a_parent_named_twice_through_a_dedupe_hit_counts_once(
+        conn: psycopg.Connection[Any]) -> None:
+    """The producer inserts a child waiting for as many parents as it names
+    (tick.parents._marks); a "#N" that is a dedupe hit of a job the child
+    also names by id is one parent, and declare_parents.sql, which counts
+    the edges, sets the count it got wrong."""
+    held = enqueue(conn, "noop", dedupe_key="K")
+    ids = enqueue_many(conn, [{"kind": "noop", "dedupe_key": "K"},
+                              {"kind": "noop", "after": ["#0", held]}])
+    assert ids[0] == held
+    row = job_row(conn, ids[1])
+    assert (row["waiting"], row["state"]) == (1, "PENDING")
+    assert job_row(conn, held)["has_children"] is True
+
+
 def test_an_enqueue_on_an_autocommit_connection_is_one_transaction(
         conn: psycopg.Connection[Any]) -> None:
     assert conn.autocommit

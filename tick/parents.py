@@ -91,13 +91,15 @@ def enqueue_graph(conn: psycopg.Connection[Any], jobs: Sequence[Mapping[str, Any
                   *, single: bool = False) -> list[int]:
     """Enqueue `jobs` with their dependencies: every field checked first,
     the existing parents locked (a missing one refuses the call with nothing
-    inserted), the jobs inserted by `insert`, then the edges declared. Ids
-    in input order. An error names job n's field ("job 3: after") unless the
-    call is `enqueue`'s (`single`), where "#N" has nothing to name.
+    inserted), the jobs inserted by `insert` with their graph marks (a
+    child waiting), then the edges declared. Ids in input order. An error
+    names job n's field ("job 3: after") unless the call is `enqueue`'s
+    (`single`), where "#N" has nothing to name.
 
     On an autocommit connection the call is one transaction of its own: its
-    statements each committing alone would publish a child, ready, before
-    its edges, and lock its parents for no time at all."""
+    statements each committing alone would publish a child before its
+    edges (waiting for parents that would never count it down), and lock
+    its parents for no time at all."""
     if conn.autocommit:
         with conn.transaction():
             return _enqueue_graph(conn, jobs, insert, single)
